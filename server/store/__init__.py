@@ -1,0 +1,41 @@
+"""Message stores behind one protocol (base.Store). open_store(url) picks the backend by URL:
+
+- ``memory://``                     the reference implementation; nothing survives a restart
+- ``sqlite:///relative/or/abs.db``  the embedded default: one durable file (WAL)
+- ``postgresql://...``              many server replicas over one database (later)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..clock import Clock
+from .base import Store
+
+
+def open_store(url: str, clock: Clock | None = None) -> Store:
+    """An unopened store for url; call ``await store.open()`` before use."""
+    scheme = urlsplit(url).scheme
+    if scheme == "memory":
+        from .memory import MemoryStore
+
+        return MemoryStore(clock=clock)
+    if scheme == "sqlite":
+        path = url[len("sqlite://") :]
+        # sqlite:///abs/path -> "/abs/path"; sqlite:///./rel -> "/./rel" is relative to the cwd.
+        if path.startswith("/./") or path.startswith("/../"):
+            path = path[1:]
+        if not path or path == "/":
+            raise ValueError(f"store URL {url!r} names no file")
+        return _sqlite(Path(path), clock)
+    raise ValueError(f"unknown store URL {url!r}: use memory://, sqlite:///path or postgresql://")
+
+
+def _sqlite(path: Path, clock: Clock | None) -> Store:
+    from .sqlite import SqliteStore
+
+    return SqliteStore(path, clock=clock)
+
+
+__all__ = ["Store", "open_store"]
