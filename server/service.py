@@ -1,0 +1,408 @@
+"""QueueService: the RPC handlers. Each one validates, calls the store, converts, and tells the
+long-poll hub what happened; nothing else lives here.
+
+Error handling is one wrapper around every handler: a domain error (`LeaseqError`) becomes its
+gRPC status with google.rpc details (`errors.to_rpc_status`); anything unexpected is logged and
+answered INTERNAL without details, so a bug never crashes the server or leaks internals. Bad
+input is always caught by validation first and never reaches INTERNAL; that includes bytes that
+do not parse as the request message (see `add_to_server`).
+
+GetMessages sends, when not following, exactly one response: the batch, or zero messages after
+wait_time (at once when wait_time is 0), so every caller gets server_time. The only exception is
+a batch too big for one gRPC message (RESPONSE_BUDGET): it is split over consecutive responses of
+the same stream, so a client reads the stream to its end.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import aclosing
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+from grpc_status import rpc_status
+
+from leaseq.v1 import queue_service_pb2 as pb
+from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
+
+from . import convert, validation
+from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
+from .longpoll import LongPoll
+from .store.base import DeliveredMessage, LeaseStatus, Store
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["QueueService"].full_name
+
+MAX_GRPC_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Largest gRPC message the server sends or accepts (gRPC's default is 4 MiB). A message may be
+8 MiB (max_message_bytes' maximum), and batches of up to 10,000 entries should fit whole in
+common cases. Clients should raise their own limits to match."""
+
+RESPONSE_BUDGET = MAX_GRPC_MESSAGE_BYTES - 8 * 1024 * 1024
+"""Bytes of messages put into one GetMessages/PeekMessages response; the margin covers framing
+and one more message of the largest size, so a response never exceeds the limit."""
+
+DRAIN_RETRY_AFTER = 1.0
+
+Request = TypeVar("Request", bound=Message)
+
+
+def _check_parsed(request: object) -> None:
+    if isinstance(request, _Unparsable):
+        raise InvalidArgument("", f"the request is not a valid {request.type_name} message")
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: LeaseqError) -> None:
+    await context.abort_with_status(rpc_status.to_status(to_rpc_status(error)))
+
+
+async def _abort_internal(context: grpc.aio.ServicerContext, rpc: str) -> None:
+    log.exception("unexpected error in %s", rpc)
+    await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+
+
+def _unary(
+    handler: Callable[[QueueService, Any, grpc.aio.ServicerContext], Awaitable[Message]],
+) -> Callable[..., Awaitable[Message]]:
+    @functools.wraps(handler)
+    async def wrapper(self: QueueService, request: Any, context: grpc.aio.ServicerContext):
+        try:
+            _check_parsed(request)
+            self._refuse_if_draining()
+            return await handler(self, request, context)
+        except grpc.aio.AbortError:
+            raise  # the handler aborted on purpose: the status is already set
+        except LeaseqError as error:
+            await _abort(context, error)
+        except Exception:
+            await _abort_internal(context, handler.__name__)
+
+    return wrapper
+
+
+def _streaming(
+    handler: Callable[[QueueService, Any, grpc.aio.ServicerContext], AsyncGenerator[Message, None]],
+) -> Callable[..., AsyncIterator[Message]]:
+    @functools.wraps(handler)
+    async def wrapper(self: QueueService, request: Any, context: grpc.aio.ServicerContext):
+        try:
+            _check_parsed(request)
+            self._refuse_if_draining()
+            # aclosing: a cancelled stream closes the inner generator at once, which unsubscribes
+            # its waiter and drops its lease tracking (instead of waiting for garbage collection).
+            async with aclosing(handler(self, request, context)) as responses:
+                async for response in responses:
+                    yield response
+        except grpc.aio.AbortError:
+            raise
+        except LeaseqError as error:
+            await _abort(context, error)
+        except Exception:
+            await _abort_internal(context, handler.__name__)
+
+    return wrapper
+
+
+class QueueService(pb_grpc.QueueServiceServicer):
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.longpoll = LongPoll(store)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """New RPCs get UNAVAILABLE; follow streams end; waiting long polls answer now."""
+        self.longpoll.drain()
+
+    @property
+    def draining(self) -> bool:
+        return self.longpoll.draining
+
+    def _refuse_if_draining(self) -> None:
+        if self.longpoll.draining:
+            raise Unavailable("the server is shutting down", retry_after=DRAIN_RETRY_AFTER)
+
+    def _now(self) -> Any:
+        return convert.seconds_to_timestamp(self._store.clock.now())
+
+    # --- queues -----------------------------------------------------------------------------
+
+    @_unary
+    async def CreateQueue(self, request: pb.CreateQueueRequest, context) -> pb.CreateQueueResponse:
+        name, config = validation.create_queue(request)
+        info = await self._store.create_queue(name, config)
+        return pb.CreateQueueResponse(queue=convert.queue_to_proto(info))
+
+    @_unary
+    async def GetQueue(self, request: pb.GetQueueRequest, context) -> pb.GetQueueResponse:
+        info = await self._store.get_queue(validation.queue_name(request.name))
+        return pb.GetQueueResponse(queue=convert.queue_to_proto(info))
+
+    @_unary
+    async def ListQueues(self, request: pb.ListQueuesRequest, context) -> pb.ListQueuesResponse:
+        params = validation.list_queues(request)
+        # One more than the page: a next_page_token only when another page really exists.
+        infos = await self._store.list_queues(params.prefix, params.after, params.limit + 1)
+        page = infos[: params.limit]
+        token = ""
+        if len(infos) > params.limit:
+            token = convert.encode_list_token(params.prefix, page[-1].name)
+        return pb.ListQueuesResponse(
+            queues=[convert.queue_to_proto(i) for i in page], next_page_token=token
+        )
+
+    @_unary
+    async def UpdateQueue(self, request: pb.UpdateQueueRequest, context) -> pb.UpdateQueueResponse:
+        name = validation.queue_name(request.name)
+        validation.update_mask_paths(request)  # a bad mask is INVALID_ARGUMENT, before NOT_FOUND
+        current = await self._store.get_queue(name)
+        # Read-merge-write: two concurrent updates of different fields may lose one (last
+        # writer wins), which is UpdateQueue's usual contract without an etag.
+        config = validation.update_queue(request, current.config)
+        info = await self._store.update_queue(name, config)
+        self.longpoll.notify(name)  # e.g. a raised max_in_flight lets waiters deliver
+        return pb.UpdateQueueResponse(queue=convert.queue_to_proto(info))
+
+    @_unary
+    async def DeleteQueue(self, request: pb.DeleteQueueRequest, context) -> pb.DeleteQueueResponse:
+        name = validation.queue_name(request.name)
+        await self._store.delete_queue(name)
+        self.longpoll.queue_emptied(name)  # its waiters look again and get NOT_FOUND
+        return pb.DeleteQueueResponse()
+
+    @_unary
+    async def PurgeQueue(self, request: pb.PurgeQueueRequest, context) -> pb.PurgeQueueResponse:
+        name = validation.queue_name(request.name)
+        count = await self._store.purge_queue(name)
+        self.longpoll.queue_emptied(name)
+        return pb.PurgeQueueResponse(purged_count=count)
+
+    @_unary
+    async def GetQueueStats(
+        self, request: pb.GetQueueStatsRequest, context
+    ) -> pb.GetQueueStatsResponse:
+        stats = await self._store.stats(validation.queue_name(request.name))
+        return pb.GetQueueStatsResponse(stats=convert.stats_to_proto(stats))
+
+    # --- messages ---------------------------------------------------------------------------
+
+    @_unary
+    async def SendMessages(
+        self, request: pb.SendMessagesRequest, context
+    ) -> pb.SendMessagesResponse:
+        name = validation.send_request(request)
+        config = (await self._store.get_queue(name)).config
+        checked: list[Any] = []
+        for index, entry in enumerate(request.entries):
+            try:
+                checked.append(validation.send_entry(entry, index, config))
+            except InvalidArgument as error:
+                checked.append(error)
+        valid = [c for c in checked if not isinstance(c, InvalidArgument)]
+        outcomes = iter(await self._store.send(name, valid) if valid else [])
+        results = []
+        for entry, item in zip(request.entries, checked):
+            if isinstance(item, InvalidArgument):
+                results.append(convert.send_result_to_proto(entry.id, None, item))
+            else:
+                results.append(convert.send_result_to_proto(entry.id, next(outcomes), None))
+        if valid:
+            self.longpoll.notify(name)
+        return pb.SendMessagesResponse(results=results)
+
+    @_streaming
+    async def GetMessages(
+        self, request: pb.GetMessagesRequest, context
+    ) -> AsyncGenerator[pb.GetMessagesResponse, None]:
+        params = validation.get_messages(request)
+        config = (await self._store.get_queue(params.queue)).config
+        params = validation.resolve_receive(params, config)
+        if not params.follow:
+            messages = await self.longpoll.receive(params, config.dead_letter_queue)
+            for response in self._batches(messages, always=True):
+                yield response
+            return
+        async with aclosing(self.longpoll.follow(params, config.dead_letter_queue)) as batches:
+            async for messages in batches:
+                for response in self._batches(messages, always=False):
+                    yield response
+
+    def _batches(
+        self, messages: list[DeliveredMessage], *, always: bool
+    ) -> Iterable[pb.GetMessagesResponse]:
+        """Responses of at most RESPONSE_BUDGET bytes; one empty response when always and no
+        message."""
+        chunk: list[pb.ReceivedMessage] = []
+        size = 0
+        for message in messages:
+            converted = convert.received_to_proto(message)
+            cost = converted.ByteSize()
+            if chunk and size + cost > RESPONSE_BUDGET:
+                yield pb.GetMessagesResponse(messages=chunk, server_time=self._now())
+                chunk, size = [], 0
+            chunk.append(converted)
+            size += cost
+        if chunk or (always and not messages):
+            yield pb.GetMessagesResponse(messages=chunk, server_time=self._now())
+
+    @_unary
+    async def PeekMessages(
+        self, request: pb.PeekMessagesRequest, context
+    ) -> pb.PeekMessagesResponse:
+        params = validation.peek_messages(request)
+        page = await self._store.peek(
+            params.queue,
+            params.max_messages,
+            params.channel_filter,
+            params.include_leased,
+            params.include_delayed,
+            params.after,
+        )
+        messages: list[pb.PeekedMessage] = []
+        cursor, size = page.next_cursor, 0
+        for index, message in enumerate(page.messages):
+            converted = convert.peeked_to_proto(message)
+            cost = converted.ByteSize()
+            if messages and size + cost > RESPONSE_BUDGET:
+                # Too big for one response: end the page early; the next one starts here.
+                last = page.messages[index - 1]
+                cursor = (last.visible_at, last.key)
+                break
+            messages.append(converted)
+            size += cost
+        token = ""
+        if cursor is not None:
+            token = convert.encode_peek_token(
+                cursor, params.channel_filter, params.include_leased, params.include_delayed
+            )
+        return pb.PeekMessagesResponse(
+            messages=messages, next_page_token=token, server_time=self._now()
+        )
+
+    @_unary
+    async def ChangeVisibility(
+        self, request: pb.ChangeVisibilityRequest, context
+    ) -> pb.ChangeVisibilityResponse:
+        name, changes = validation.change_visibility(request)
+        results = await self._store.change_visibility(name, changes)
+        released = []
+        for change, result in zip(changes, results):
+            if result.status != LeaseStatus.OK or result.key is None:
+                continue
+            if change.visibility_timeout == 0:
+                released.append(result.key)
+            elif result.visible_at is not None:
+                self.longpoll.extended(name, result.key, result.visible_at)
+        self.longpoll.settled(name, released)
+        return pb.ChangeVisibilityResponse(
+            results=[
+                pb.ChangeVisibilityResult(
+                    receipt=r.receipt,
+                    status=convert.lease_status_to_proto(r.status),
+                    visible_at=convert.seconds_to_timestamp(r.visible_at)
+                    if r.visible_at is not None
+                    else None,
+                )
+                for r in results
+            ]
+        )
+
+    @_unary
+    async def DeleteMessages(
+        self, request: pb.DeleteMessagesRequest, context
+    ) -> pb.DeleteMessagesResponse:
+        name, receipts, attempt_ids = validation.delete_messages(request)
+        outcome = await self._store.delete(name, receipts, attempt_ids)
+        self.longpoll.settled(name, outcome.deleted_keys)
+        return pb.DeleteMessagesResponse(
+            results=[
+                pb.DeleteResult(receipt=r.receipt, status=convert.lease_status_to_proto(r.status))
+                for r in outcome.results
+            ],
+            attempt_results=[
+                pb.AttemptDeleteResult(receive_attempt_id=attempt, deleted_count=count)
+                for attempt, count in outcome.attempt_counts
+            ],
+        )
+
+    @_unary
+    async def UpdateMessage(
+        self, request: pb.UpdateMessageRequest, context
+    ) -> pb.UpdateMessageResponse:
+        params = validation.update_message(request)
+        updated = await self._store.update_message(
+            params.queue,
+            params.receipt,
+            body=params.body,
+            attributes=params.attributes,
+            visibility_timeout=params.visibility_timeout,
+        )
+        if params.visibility_timeout == 0:
+            self.longpoll.settled(params.queue, [updated.key])
+        elif params.visibility_timeout is not None:
+            self.longpoll.extended(params.queue, updated.key, updated.visible_at)
+        return pb.UpdateMessageResponse(
+            receipt=updated.receipt, visible_at=convert.seconds_to_timestamp(updated.visible_at)
+        )
+
+    @_unary
+    async def RedriveMessages(
+        self, request: pb.RedriveMessagesRequest, context
+    ) -> pb.RedriveMessagesResponse:
+        params = validation.redrive_messages(request)
+        moved = await self._store.redrive(
+            params.queue, params.destination, params.max_messages, params.channel_filter
+        )
+        if moved:
+            if params.destination is not None:
+                self.longpoll.notify(params.destination)
+            else:
+                # The messages went back to their source queues, which only the store knows.
+                self.longpoll.wake_all()
+        return pb.RedriveMessagesResponse(moved_count=moved)
+
+
+# --- registration -----------------------------------------------------------------------------
+
+
+class _Unparsable:
+    """Stands for request bytes that do not parse: gRPC itself would answer a deserializer's
+    exception with UNKNOWN, but bad input is INVALID_ARGUMENT (API.md)."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+def _lenient_parser(message_class: type[Message]) -> Callable[[bytes], Any]:
+    def parse(raw: bytes) -> Any:
+        try:
+            return message_class.FromString(raw)
+        except DecodeError:
+            return _Unparsable(message_class.DESCRIPTOR.full_name)
+
+    return parse
+
+
+def add_to_server(service: QueueService, server: grpc.aio.Server) -> None:
+    """Register the service like the generated add_QueueServiceServicer_to_server, with
+    deserializers that turn unparsable bytes into INVALID_ARGUMENT."""
+    handlers = {}
+    for method in pb.DESCRIPTOR.services_by_name["QueueService"].methods:
+        request_class = getattr(pb, method.input_type.name)
+        response_class = getattr(pb, method.output_type.name)
+        factory = (
+            grpc.unary_stream_rpc_method_handler
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[method.name] = factory(
+            getattr(service, method.name),
+            request_deserializer=_lenient_parser(request_class),
+            response_serializer=response_class.SerializeToString,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
