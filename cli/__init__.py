@@ -1,0 +1,1 @@
+"""The `leaseq` command line (see `leaseq.cli.main`)."""

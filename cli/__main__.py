@@ -1,5 +1,5 @@
-"""`python -m leaseq.cli` is the `leaseq` command."""
+"""``python -m leaseq.cli``: the same as the ``leaseq`` command."""
 
 from .main import cli
 
-cli()
+cli(prog_name="leaseq")

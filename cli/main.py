@@ -1,0 +1,53 @@
+"""The ``leaseq`` command: ``serve``, ``queue ...``, ``send``, ``receive``, ``peek``, ``redrive``.
+
+Every command but ``serve`` talks to a server at ``--target`` (env ``LEASEQ_TARGET``) and prints
+tables for people, or one JSON document with ``--json``. A failed call prints one line on stderr
+and exits with status 1; usage errors exit with status 2.
+
+Example::
+
+    leaseq serve --store sqlite:///./data/q.db &
+    leaseq queue create jobs --visibility-timeout 60
+    echo hello | leaseq send jobs
+    leaseq receive jobs --max 10 --wait 5 --delete --json
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from leaseq.client import LeaseqError
+
+from .message_cmds import peek, receive, redrive, send
+from .queue_cmds import queue_group
+from .serve_cmd import serve
+
+
+class LeaseqGroup(click.Group):
+    """Turns client errors into a one-line message and exit status 1 (never a traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LeaseqError as e:
+            raise click.ClickException(f"{e.details or e.code.name} ({e.code.name})") from e
+
+
+@click.group(cls=LeaseqGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="leaseq")
+def cli() -> None:
+    """leaseq: a lease-based message queue served over gRPC."""
+
+
+cli.add_command(serve)
+cli.add_command(queue_group)
+cli.add_command(send)
+cli.add_command(receive)
+cli.add_command(peek)
+cli.add_command(redrive)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    cli()

@@ -1,0 +1,230 @@
+"""``leaseq send|receive|peek|redrive``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+import click
+
+from leaseq.client import SendEntry, SendResult
+
+from . import output
+from .common import DURATION, client_options, open_client
+
+MAX_BATCH = 10_000
+"""Entries per SendMessages call (the server's limit)."""
+
+
+def _attributes(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--attr")
+        out[key] = value
+    return out
+
+
+def _lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """Non-empty lines without their line ending: one message each."""
+    for line in stream:
+        line = line.rstrip(b"\r\n")
+        if line:
+            yield line
+
+
+def _chunks(items: Iterator[SendEntry], size: int) -> Iterator[list[SendEntry]]:
+    chunk: list[SendEntry] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@click.command("send")
+@click.argument("queue")
+@click.argument("body", required=False)
+@click.option(
+    "--file",
+    "file",
+    type=click.File("rb"),
+    default=None,
+    help="Send each non-empty line of FILE as a message ('-' for stdin).",
+)
+@click.option(
+    "--attr", "attrs", multiple=True, metavar="KEY=VALUE", help="An attribute (repeatable)."
+)
+@click.option("--channel", default="", help="The messages' channel.")
+@click.option("--delay", type=DURATION, default=None, help="Invisible for this long.")
+@click.option("--ttl", type=DURATION, default=None, help="Time to live.")
+@click.option("--dedup-id", default="", help="Deduplication id (a single BODY only).")
+@client_options
+def send(
+    queue: str,
+    body: str | None,
+    file: IO[bytes] | None,
+    attrs: tuple[str, ...],
+    channel: str,
+    delay: float | None,
+    ttl: float | None,
+    dedup_id: str,
+    client_args: dict[str, Any],
+    as_json: bool,
+) -> None:
+    """Send BODY to QUEUE; without BODY, send each non-empty line of --file or stdin.
+
+    Exits with status 1 if any message was refused.
+    """
+    if body is not None and file is not None:
+        raise click.UsageError("give BODY or --file, not both")
+    attributes = _attributes(attrs)
+    if body is not None:
+        bodies: Iterator[bytes] = iter([body.encode("utf-8")])
+    else:
+        if dedup_id:
+            raise click.UsageError("--dedup-id needs a single BODY argument")
+        bodies = _lines(file if file is not None else click.get_binary_stream("stdin"))
+    entries = (
+        SendEntry(
+            b,
+            attributes=attributes,
+            channel=channel,
+            delay=delay,
+            ttl=ttl,
+            dedup_id=dedup_id,
+            id=str(i),
+        )
+        for i, b in enumerate(bodies)
+    )
+    results: list[SendResult] = []
+    with open_client(client_args) as client:
+        for chunk in _chunks(entries, MAX_BATCH):
+            results.extend(client.send_batch(queue, chunk))
+    failed = [r for r in results if not r.ok]
+    if as_json:
+        output.print_json({"results": results})
+    elif body is not None and failed:
+        # One message: report its error like any other failed command.
+        error = failed[0].error
+        assert error is not None
+        raise click.ClickException(f"{error.message} ({error.code.name})")
+    elif not results:
+        click.echo("nothing to send: the input has no non-empty line", err=True)
+    else:
+        for r in results:
+            if r.error is not None:
+                click.echo(f"entry {r.id}: {r.error.message} ({r.error.code.name})", err=True)
+            else:
+                click.echo(r.message_id + (" (duplicate)" if r.duplicate else ""))
+        if len(results) > 1:
+            click.echo(f"sent {len(results) - len(failed)} of {len(results)} message(s)", err=True)
+    if failed:
+        sys.exit(1)
+
+
+@click.command("receive")
+@click.argument("queue")
+@click.option("max_messages", "--max", type=int, default=1, show_default=True)
+@click.option("--visibility", type=DURATION, default=None, help="Lease length [queue's].")
+@click.option("--wait", type=DURATION, default=None, help="Long-poll wait [queue's].")
+@click.option("--channel", default=None, help="An exact channel, or a prefix ending in '*'.")
+@click.option("--attempt-id", default=None, help="Receive attempt id (repeatable receives).")
+@click.option("--delete", "delete", is_flag=True, help="Delete (acknowledge) what was received.")
+@client_options
+def receive(
+    queue: str,
+    max_messages: int,
+    visibility: float | None,
+    wait: float | None,
+    channel: str | None,
+    attempt_id: str | None,
+    delete: bool,
+    client_args: dict[str, Any],
+    as_json: bool,
+) -> None:
+    """Lease up to --max messages of QUEUE and print them (with --delete: and acknowledge them)."""
+    with open_client(client_args) as client:
+        messages = client.receive(
+            queue,
+            max_messages,
+            visibility_timeout=visibility,
+            wait_time=wait,
+            channel=channel,
+            attempt_id=attempt_id,
+        )
+        deleted = None
+        if delete and messages:
+            deleted = client.delete(queue, messages)
+    if as_json:
+        document: dict[str, Any] = {"messages": messages}
+        if deleted is not None:
+            document["deleted"] = deleted.results
+        output.print_json(document)
+    else:
+        output.print_messages(messages, title="message(s) received")
+        if deleted is not None:
+            ok = sum(1 for r in deleted.results if r.ok)
+            click.echo(f"deleted {ok} of {len(deleted.results)} message(s)")
+    if deleted is not None and not deleted.ok:
+        sys.exit(1)
+
+
+@click.command("peek")
+@click.argument("queue")
+@click.option("max_messages", "--max", type=int, default=10, show_default=True)
+@click.option("--include-leased", is_flag=True, help="Also list leased messages.")
+@click.option("--include-delayed", is_flag=True, help="Also list delayed messages.")
+@click.option("--channel", default=None, help="An exact channel, or a prefix ending in '*'.")
+@client_options
+def peek(
+    queue: str,
+    max_messages: int,
+    include_leased: bool,
+    include_delayed: bool,
+    channel: str | None,
+    client_args: dict[str, Any],
+    as_json: bool,
+) -> None:
+    """Show messages of QUEUE without leasing them."""
+    with open_client(client_args) as client:
+        messages = client.peek(
+            queue,
+            max_messages,
+            include_leased=include_leased,
+            include_delayed=include_delayed,
+            channel=channel,
+        )
+    if as_json:
+        output.print_json({"messages": messages})
+    else:
+        output.print_messages(messages, title="message(s)")
+
+
+@click.command("redrive")
+@click.argument("queue")
+@click.option("--destination", default=None, help="Target queue [each message's source].")
+@click.option("max_messages", "--max", type=int, default=0, help="Most messages to move (0: all).")
+@click.option("--channel", default=None, help="An exact channel, or a prefix ending in '*'.")
+@client_options
+def redrive(
+    queue: str,
+    destination: str | None,
+    max_messages: int,
+    channel: str | None,
+    client_args: dict[str, Any],
+    as_json: bool,
+) -> None:
+    """Move messages from dead letter queue QUEUE back to their source queue."""
+    with open_client(client_args) as client:
+        moved = client.redrive(
+            queue, destination=destination, max_messages=max_messages, channel=channel
+        )
+    if as_json:
+        output.print_json({"queue": queue, "moved_count": moved})
+    else:
+        click.echo(f"moved {moved} message(s) from {queue}")

@@ -1,0 +1,876 @@
+"""``QueueClient`` (blocking) and ``AsyncQueueClient`` (asyncio): one method per leaseq RPC.
+
+Both are thin drivers of the plans in ``_wire`` (which build requests and convert responses),
+so they behave identically; the async one's methods are coroutines, and its ``stream`` is an
+async iterator.
+
+Example::
+
+    from leaseq.client import QueueClient
+
+    with QueueClient("127.0.0.1:50051") as client:
+        client.create_queue("jobs", visibility_timeout=60)
+        client.send("jobs", "hello")
+        for msg in client.receive("jobs", max_messages=10, wait_time=5):
+            print(msg.text)
+            client.delete("jobs", msg.receipt)
+
+Retries: a call that fails with UNAVAILABLE is retried with exponential backoff and jitter
+(``RetryPolicy``) when repeating it is safe: reads (get/list/stats/peek/receive), queue create
+and update, deletes of messages, visibility changes, and sends whose entries all carry a
+``dedup_id``. Deleting or purging a queue, plain sends, ``update_message`` and ``redrive`` are
+not retried, since a repeat after a lost answer would act twice or report wrongly. Retries are
+logged at DEBUG on the ``leaseq.client`` logger; the library never configures logging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, Union
+
+import grpc
+import grpc.aio
+
+from ..v1 import queue_service_pb2_grpc as pb_grpc
+from . import _wire
+from ._wire import MAX_MESSAGE_SIZE, Call, Plan, ReceiptsLike
+from .errors import LeaseqError, from_rpc_error
+from .retry import NO_RETRY, RetryPolicy
+from .types import (
+    Body,
+    DeleteResults,
+    DurationLike,
+    LeaseResult,
+    Message,
+    PeekedMessage,
+    Queue,
+    QueueStats,
+    SendEntry,
+    SendResult,
+    UpdateResult,
+    VisibilityChange,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Self, Unpack
+
+    from .types import QueueConfigOptions, SendOptions
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "MAX_MESSAGE_SIZE",
+    "AsyncMessageStream",
+    "AsyncQueueClient",
+    "MessageStream",
+    "QueueClient",
+    "TLSConfig",
+]
+
+T = TypeVar("T")
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+"""Where ``leaseq serve`` listens by default."""
+
+_log = logging.getLogger("leaseq.client")
+
+ChannelOptions = Sequence[tuple[str, Any]]
+VisibilityEntries = Iterable[Union[VisibilityChange, tuple[Any, ...]]]
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    """TLS settings of a client's channel.
+
+    Attributes:
+        root_certificates: PEM of the CA(s) to trust; None trusts the system's roots.
+        certificate_chain: PEM client certificate, for mutual TLS.
+        private_key: PEM key of the client certificate.
+        server_name: the name to check the server's certificate against, when it differs from
+            the target's host (e.g. connecting by IP address).
+
+    Example::
+
+        QueueClient("queue.internal:50051", tls=TLSConfig.from_files(ca="ca.pem"))
+    """
+
+    root_certificates: bytes | None = None
+    certificate_chain: bytes | None = None
+    private_key: bytes | None = None
+    server_name: str | None = None
+
+    @classmethod
+    def from_files(
+        cls,
+        *,
+        ca: str | Path | None = None,
+        cert: str | Path | None = None,
+        key: str | Path | None = None,
+        server_name: str | None = None,
+    ) -> TLSConfig:
+        """Read the PEM files given (CA, client certificate, client key)."""
+
+        def read(path: str | Path | None) -> bytes | None:
+            return Path(path).read_bytes() if path is not None else None
+
+        return cls(read(ca), read(cert), read(key), server_name)
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.root_certificates,
+            private_key=self.private_key,
+            certificate_chain=self.certificate_chain,
+        )
+
+
+TLSLike = Union[bool, TLSConfig, None]
+
+
+class _Settings:
+    """What both clients derive from their constructor arguments."""
+
+    def __init__(
+        self,
+        target: str,
+        token: str | None,
+        tls: TLSLike,
+        retry: RetryPolicy | None,
+        timeout: float | None,
+        options: ChannelOptions,
+    ) -> None:
+        self.target = target
+        self.retry = retry_policy = retry if retry is not None else NO_RETRY
+        self.timeout = timeout
+        self.metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ()
+        )
+        tls_config = TLSConfig() if tls is True else tls or None
+        self.credentials = tls_config.credentials() if tls_config else None
+        channel_options: list[tuple[str, Any]] = [
+            ("grpc.max_send_message_length", MAX_MESSAGE_SIZE),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_SIZE),
+            # After a failed connect gRPC waits before it tries again (1 s growing to 120 s by
+            # default) and fails every call at once meanwhile, which would make our retries
+            # useless; keep its reconnect backoff in step with the retry policy instead.
+            ("grpc.initial_reconnect_backoff_ms", max(10, int(retry_policy.initial_backoff * 1e3))),
+            ("grpc.max_reconnect_backoff_ms", max(100, int(retry_policy.max_backoff * 1e3))),
+        ]
+        if tls_config and tls_config.server_name:
+            channel_options.append(("grpc.ssl_target_name_override", tls_config.server_name))
+        # Later options win in gRPC, so a caller's options override ours.
+        channel_options.extend(options)
+        self.channel_options = tuple(channel_options)
+
+    def timeout_for(self, call: Call) -> float | None:
+        return None if self.timeout is None else self.timeout + call.extra_timeout
+
+    def delay_before_retry(self, call: Call, attempts: int, error: LeaseqError) -> float | None:
+        if not call.retry:
+            return None
+        delay = self.retry.delay(attempts, error)
+        if delay is not None:
+            _log.debug(
+                "%s failed with %s (attempt %d of %d); retrying in %.3f s",
+                call.method,
+                error.code.name,
+                attempts,
+                self.retry.max_attempts,
+                delay,
+            )
+        return delay
+
+
+# --- blocking client -------------------------------------------------------------------------
+
+
+class MessageStream:
+    """Batches of messages from a follow stream (``QueueClient.stream``).
+
+    Iterate it for ``list[Message]`` batches, as the server sends them. ``cancel()`` (safe from
+    any thread) or leaving its ``with`` block ends it; iteration then simply stops. Errors are
+    raised as ``LeaseqError`` s.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._cancelled = False
+
+    def __iter__(self) -> Iterator[list[Message]]:
+        return self
+
+    def __next__(self) -> list[Message]:
+        while True:
+            try:
+                response = next(self._call)
+            except grpc.RpcError as e:
+                if self._cancelled and e.code() == grpc.StatusCode.CANCELLED:
+                    raise StopIteration from None
+                raise from_rpc_error(e) from e
+            batch = _wire.messages_of(response)
+            if batch:  # an empty batch carries only the server's time: nothing to hand over
+                return batch
+
+    def cancel(self) -> None:
+        """End the stream. The leases of messages already handed out stay as they are."""
+        self._cancelled = True
+        self._call.cancel()
+
+    def __enter__(self) -> MessageStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class QueueClient:
+    """A blocking leaseq client over one gRPC channel.
+
+    Args:
+        target: ``host:port`` of the server.
+        token: a bearer token, sent as ``authorization: Bearer <token>``.
+        tls: None/False for plaintext, True for TLS with the system's roots, or a ``TLSConfig``.
+        retry: how to retry safe calls after UNAVAILABLE; None disables retries.
+        timeout: deadline in seconds of each attempt of a unary call (a receive gets its wait
+            time on top); None for no deadline. Follow streams have none.
+        options: extra gRPC channel options (they override the client's own).
+
+    The client is thread-safe; use it as a context manager, or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        token: str | None = None,
+        tls: TLSLike = None,
+        retry: RetryPolicy | None = RetryPolicy(),
+        timeout: float | None = 30.0,
+        options: ChannelOptions = (),
+    ) -> None:
+        self._settings = s = _Settings(target, token, tls, retry, timeout, options)
+        if s.credentials is not None:
+            self._channel = grpc.secure_channel(target, s.credentials, options=s.channel_options)
+        else:
+            self._channel = grpc.insecure_channel(target, options=s.channel_options)
+        self._stub = pb_grpc.QueueServiceStub(self._channel)
+
+    @property
+    def target(self) -> str:
+        return self._settings.target
+
+    def close(self) -> None:
+        """Close the channel; ongoing calls are cancelled."""
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- driver -----------------------------------------------------------------------------
+
+    def _run(self, plan: Plan[T]) -> T:
+        response: Any = None
+        while True:
+            try:
+                call = plan.send(response)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            response = self._invoke(call)
+
+    def _invoke(self, call: Call) -> Any:
+        s = self._settings
+        method = getattr(self._stub, call.method)
+        timeout = s.timeout_for(call)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                if call.streaming:
+                    responses = method(call.request, timeout=timeout, metadata=s.metadata)
+                    return list(responses)
+                return method(call.request, timeout=timeout, metadata=s.metadata)
+            except grpc.RpcError as e:
+                error = from_rpc_error(e)
+                delay = s.delay_before_retry(call, attempts, error)
+                if delay is None:
+                    raise error from e
+            time.sleep(delay)
+
+    # -- queues -----------------------------------------------------------------------------
+
+    def create_queue(self, name: str, **config: Unpack[QueueConfigOptions]) -> Queue:
+        """Create a queue (or return it, if it exists with the same configuration).
+
+        Options are ``QueueConfig``'s fields; durations in seconds or ``timedelta``. Raises
+        ``QueueAlreadyExists`` when the queue exists with another configuration.
+
+        Example::
+
+            client.create_queue("jobs", visibility_timeout=60, dead_letter_queue="jobs-dlq",
+                                max_delivery_count=5)
+        """
+        return self._run(_wire.create_queue(name, config))
+
+    def get_queue(self, name: str) -> Queue:
+        """The queue's effective configuration. Raises ``QueueNotFound``."""
+        return self._run(_wire.get_queue(name))
+
+    def list_queues(self, prefix: str = "", *, page_size: int = 100) -> list[Queue]:
+        """Every queue whose name starts with ``prefix``, in name order (all pages).
+
+        ``page_size`` only sets how many queues each round trip fetches.
+        """
+        return self._run(_wire.list_queues(prefix, page_size))
+
+    def update_queue(self, name: str, **config: Unpack[QueueConfigOptions]) -> Queue:
+        """Change the given configuration fields only; a field given as None returns to its
+        default.
+
+        Example::
+
+            client.update_queue("jobs", visibility_timeout=120, dead_letter_queue=None)
+        """
+        return self._run(_wire.update_queue(name, config))
+
+    def delete_queue(self, name: str) -> None:
+        """Delete a queue and its messages. Raises ``QueueNotFound``, or ``FailedPrecondition``
+        while it is another queue's dead letter queue."""
+        self._run(_wire.delete_queue(name))
+
+    def purge_queue(self, name: str) -> int:
+        """Delete every message of the queue (all states); returns how many."""
+        return self._run(_wire.purge_queue(name))
+
+    def stats(self, name: str) -> QueueStats:
+        """Exact counts of the queue's messages by state, and its lifetime counters."""
+        return self._run(_wire.stats(name))
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def send(self, queue: str, body: Body, **options: Unpack[SendOptions]) -> str:
+        """Send one message; returns its message_id (the original one for a duplicate).
+
+        Options: ``attributes``, ``channel``, ``delay``, ``ttl``, ``dedup_id`` (see
+        ``SendEntry``). Raises the entry's error (e.g. ``InvalidArgument`` for a body that is
+        too large).
+
+        Example::
+
+            message_id = client.send("jobs", b"payload", attributes={"kind": "resize"}, delay=5)
+        """
+        return self._run(_wire.send(queue, body, options))
+
+    def send_batch(self, queue: str, entries: Iterable[SendEntry | Body]) -> list[SendResult]:
+        """Send 1..10,000 messages in one call; one ``SendResult`` per entry, in order.
+
+        An entry that fails does not fail the batch: check each result's ``ok``/``error``.
+
+        Example::
+
+            results = client.send_batch("jobs", ["a", "b", SendEntry("c", channel="eu")])
+            assert all(r.ok for r in results)
+        """
+        return self._run(_wire.send_batch(queue, entries))
+
+    def receive(
+        self,
+        queue: str,
+        max_messages: int = 1,
+        *,
+        visibility_timeout: DurationLike | None = None,
+        wait_time: DurationLike | None = None,
+        channel: str | None = None,
+        attempt_id: str | None = None,
+    ) -> list[Message]:
+        """Lease and return up to ``max_messages`` messages, waiting up to ``wait_time`` for
+        the first (long poll); an empty list when none came.
+
+        Args:
+            visibility_timeout: lease length; None: the queue's. 0 delivers without a lease.
+            wait_time: None: the queue's receive_wait_time; 0 answers at once.
+            channel: an exact channel, or a prefix ending in ``*``.
+            attempt_id: repeating a receive with the same id while its leases are live returns
+                the same messages and receipts (safe retries, exact re-reads).
+
+        Example::
+
+            for msg in client.receive("jobs", 10, visibility_timeout=60, wait_time=5):
+                handle(msg.body)
+                client.delete("jobs", msg)
+        """
+        return self._run(
+            _wire.receive(
+                queue,
+                max_messages,
+                visibility_timeout=visibility_timeout,
+                wait_time=wait_time,
+                channel=channel,
+                attempt_id=attempt_id,
+            )
+        )
+
+    def stream(
+        self,
+        queue: str,
+        *,
+        max_messages: int = 100,
+        max_outstanding: int = 1000,
+        visibility_timeout: DurationLike | None = None,
+        channel: str | None = None,
+    ) -> MessageStream:
+        """Subscribe: batches of leased messages as they become visible, until cancelled.
+
+        The server pauses the stream while it holds ``max_outstanding`` unsettled leases
+        (settle them with ``delete``/``release``, or let them expire). The stream is not
+        retried or resumed after an error.
+
+        Example::
+
+            with client.stream("jobs", max_outstanding=100) as batches:
+                for batch in batches:
+                    for msg in batch:
+                        handle(msg)
+                    client.delete("jobs", batch)
+        """
+        request = _wire.receive_request(
+            queue,
+            max_messages,
+            visibility_timeout=visibility_timeout,
+            channel=channel,
+            follow=True,
+            max_outstanding=max_outstanding,
+        )
+        _log.debug("opening a follow stream on %r", queue)
+        return MessageStream(self._stub.GetMessages(request, metadata=self._settings.metadata))
+
+    def peek(
+        self,
+        queue: str,
+        max_messages: int = 10,
+        *,
+        include_leased: bool = False,
+        include_delayed: bool = False,
+        channel: str | None = None,
+    ) -> list[PeekedMessage]:
+        """Up to ``max_messages`` messages in delivery order, without leasing them or counting
+        a delivery. Visible ones only, unless leased/delayed ones are asked for too."""
+        return self._run(
+            _wire.peek(
+                queue,
+                max_messages,
+                include_leased=include_leased,
+                include_delayed=include_delayed,
+                channel=channel,
+            )
+        )
+
+    def change_visibility(self, queue: str, entries: VisibilityEntries) -> list[LeaseResult]:
+        """Change 1..10,000 leases: each ends ``visibility_timeout`` after this call (0
+        releases). Entries are ``VisibilityChange`` s or ``(receipt, timeout[, reason])``
+        tuples; one ``LeaseResult`` per entry, in order.
+
+        Example::
+
+            client.change_visibility("jobs", [(m.receipt, 60) for m in batch])
+        """
+        return self._run(_wire.change_visibility(queue, entries))
+
+    def extend(self, queue: str, receipt: str | Message, seconds: DurationLike) -> LeaseResult:
+        """Make the lease end ``seconds`` from now. Check the result's ``ok``: a lease that
+        already ended gives ``LeaseStatus.LEASE_EXPIRED``."""
+        return self._run(_wire.change_one(queue, receipt, seconds, None))
+
+    def release(
+        self,
+        queue: str,
+        receipt: str | Message,
+        *,
+        delay: DurationLike = 0,
+        reason: str | None = None,
+    ) -> LeaseResult:
+        """Give the message back: visible again after ``delay`` (0: now; until then it stays
+        leased, as with SQS's ChangeMessageVisibility). ``reason`` is stored as the message's
+        ``last_error``."""
+        return self._run(_wire.change_one(queue, receipt, delay, reason))
+
+    def delete(
+        self, queue: str, receipts: ReceiptsLike, *, attempt_ids: Iterable[str] = ()
+    ) -> DeleteResults:
+        """Acknowledge messages: by receipt (a str, a ``Message``, or an iterable of them),
+        and/or every message still leased under the given receive ``attempt_ids``.
+
+        Example::
+
+            results = client.delete("jobs", msgs)
+            assert results.ok
+        """
+        return self._run(_wire.delete(queue, receipts, attempt_ids))
+
+    def update_message(
+        self,
+        queue: str,
+        receipt: str | Message,
+        *,
+        body: Body | None = None,
+        attributes: Mapping[str, str] | None = None,
+        visibility_timeout: DurationLike | None = None,
+    ) -> UpdateResult:
+        """Replace the body and/or attributes of a leased message and/or set when its lease
+        ends. Returns the new receipt: the old one no longer works. Raises
+        ``FailedPrecondition`` (reason ``LEASE_EXPIRED``/``RECEIPT_SUPERSEDED``) or
+        ``NotFound`` when the receipt does not hold a live lease."""
+        return self._run(
+            _wire.update_message(
+                queue,
+                receipt,
+                body=body,
+                attributes=attributes,
+                visibility_timeout=visibility_timeout,
+            )
+        )
+
+    def redrive(
+        self,
+        queue: str,
+        *,
+        destination: str | None = None,
+        max_messages: int = 0,
+        channel: str | None = None,
+    ) -> int:
+        """Move messages from dead letter queue ``queue`` back to their source queue (or to
+        ``destination``); up to ``max_messages`` (0: all). Returns how many moved."""
+        return self._run(
+            _wire.redrive(
+                queue, destination=destination, max_messages=max_messages, channel=channel
+            )
+        )
+
+
+# --- asyncio client --------------------------------------------------------------------------
+
+
+class AsyncMessageStream:
+    """Batches of messages from a follow stream (``AsyncQueueClient.stream``).
+
+    ``async for batch in stream`` gives ``list[Message]`` batches. ``cancel()`` or leaving its
+    ``async with`` block ends it; iteration then simply stops.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._cancelled = False
+
+    def __aiter__(self) -> AsyncMessageStream:
+        return self
+
+    async def __anext__(self) -> list[Message]:
+        while True:
+            try:
+                response = await self._call.read()
+            except asyncio.CancelledError:
+                # grpc.aio reports a cancelled call as CancelledError. If we cancelled the call
+                # the stream is simply over; if our task is being cancelled, let that through.
+                task = asyncio.current_task()
+                cancelling = task.cancelling() if task and hasattr(task, "cancelling") else 0
+                if self._cancelled and not cancelling:
+                    raise StopAsyncIteration from None
+                raise
+            except grpc.RpcError as e:
+                if self._cancelled and e.code() == grpc.StatusCode.CANCELLED:
+                    raise StopAsyncIteration from None
+                raise from_rpc_error(e) from e
+            if response is grpc.aio.EOF:
+                raise StopAsyncIteration
+            batch = _wire.messages_of(response)
+            if batch:
+                return batch
+
+    def cancel(self) -> None:
+        """End the stream. The leases of messages already handed out stay as they are."""
+        self._cancelled = True
+        self._call.cancel()
+
+    async def __aenter__(self) -> AsyncMessageStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class AsyncQueueClient:
+    """The asyncio twin of ``QueueClient``: same arguments, same methods as coroutines.
+
+    The channel is opened on first use, inside the running event loop, so the client may be
+    constructed anywhere; use it from one event loop.
+
+    Example::
+
+        async with AsyncQueueClient("127.0.0.1:50051") as client:
+            await client.send("jobs", "hello")
+            async with client.stream("jobs") as batches:
+                async for batch in batches:
+                    ...
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        token: str | None = None,
+        tls: TLSLike = None,
+        retry: RetryPolicy | None = RetryPolicy(),
+        timeout: float | None = 30.0,
+        options: ChannelOptions = (),
+    ) -> None:
+        self._settings = _Settings(target, token, tls, retry, timeout, options)
+        self._channel: grpc.aio.Channel | None = None
+        self._stub_: pb_grpc.QueueServiceStub | None = None
+
+    @property
+    def target(self) -> str:
+        return self._settings.target
+
+    @property
+    def _stub(self) -> pb_grpc.QueueServiceStub:
+        if self._stub_ is None:
+            s = self._settings
+            if s.credentials is not None:
+                self._channel = grpc.aio.secure_channel(
+                    s.target, s.credentials, options=s.channel_options
+                )
+            else:
+                self._channel = grpc.aio.insecure_channel(s.target, options=s.channel_options)
+            self._stub_ = pb_grpc.QueueServiceStub(self._channel)
+        return self._stub_
+
+    async def close(self) -> None:
+        """Close the channel; ongoing calls are cancelled."""
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+            self._stub_ = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- driver -----------------------------------------------------------------------------
+
+    async def _run(self, plan: Plan[T]) -> T:
+        response: Any = None
+        while True:
+            try:
+                call = plan.send(response)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            response = await self._invoke(call)
+
+    async def _invoke(self, call: Call) -> Any:
+        s = self._settings
+        method = getattr(self._stub, call.method)
+        timeout = s.timeout_for(call)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                if call.streaming:
+                    responses = method(call.request, timeout=timeout, metadata=s.metadata)
+                    return [response async for response in responses]
+                return await method(call.request, timeout=timeout, metadata=s.metadata)
+            except grpc.RpcError as e:
+                error = from_rpc_error(e)
+                delay = s.delay_before_retry(call, attempts, error)
+                if delay is None:
+                    raise error from e
+            await asyncio.sleep(delay)
+
+    # -- queues (see QueueClient for the documentation of each method) ---------------------
+
+    async def create_queue(self, name: str, **config: Unpack[QueueConfigOptions]) -> Queue:
+        """See ``QueueClient.create_queue``."""
+        return await self._run(_wire.create_queue(name, config))
+
+    async def get_queue(self, name: str) -> Queue:
+        """See ``QueueClient.get_queue``."""
+        return await self._run(_wire.get_queue(name))
+
+    async def list_queues(self, prefix: str = "", *, page_size: int = 100) -> list[Queue]:
+        """See ``QueueClient.list_queues``."""
+        return await self._run(_wire.list_queues(prefix, page_size))
+
+    async def update_queue(self, name: str, **config: Unpack[QueueConfigOptions]) -> Queue:
+        """See ``QueueClient.update_queue``."""
+        return await self._run(_wire.update_queue(name, config))
+
+    async def delete_queue(self, name: str) -> None:
+        """See ``QueueClient.delete_queue``."""
+        await self._run(_wire.delete_queue(name))
+
+    async def purge_queue(self, name: str) -> int:
+        """See ``QueueClient.purge_queue``."""
+        return await self._run(_wire.purge_queue(name))
+
+    async def stats(self, name: str) -> QueueStats:
+        """See ``QueueClient.stats``."""
+        return await self._run(_wire.stats(name))
+
+    # -- messages ---------------------------------------------------------------------------
+
+    async def send(self, queue: str, body: Body, **options: Unpack[SendOptions]) -> str:
+        """See ``QueueClient.send``."""
+        return await self._run(_wire.send(queue, body, options))
+
+    async def send_batch(
+        self, queue: str, entries: Iterable[SendEntry | Body]
+    ) -> list[SendResult]:
+        """See ``QueueClient.send_batch``."""
+        return await self._run(_wire.send_batch(queue, entries))
+
+    async def receive(
+        self,
+        queue: str,
+        max_messages: int = 1,
+        *,
+        visibility_timeout: DurationLike | None = None,
+        wait_time: DurationLike | None = None,
+        channel: str | None = None,
+        attempt_id: str | None = None,
+    ) -> list[Message]:
+        """See ``QueueClient.receive``."""
+        return await self._run(
+            _wire.receive(
+                queue,
+                max_messages,
+                visibility_timeout=visibility_timeout,
+                wait_time=wait_time,
+                channel=channel,
+                attempt_id=attempt_id,
+            )
+        )
+
+    def stream(
+        self,
+        queue: str,
+        *,
+        max_messages: int = 100,
+        max_outstanding: int = 1000,
+        visibility_timeout: DurationLike | None = None,
+        channel: str | None = None,
+    ) -> AsyncMessageStream:
+        """See ``QueueClient.stream``; returns an async iterator of batches (call it inside
+        the event loop, without ``await``)."""
+        request = _wire.receive_request(
+            queue,
+            max_messages,
+            visibility_timeout=visibility_timeout,
+            channel=channel,
+            follow=True,
+            max_outstanding=max_outstanding,
+        )
+        _log.debug("opening a follow stream on %r", queue)
+        return AsyncMessageStream(
+            self._stub.GetMessages(request, metadata=self._settings.metadata)
+        )
+
+    async def peek(
+        self,
+        queue: str,
+        max_messages: int = 10,
+        *,
+        include_leased: bool = False,
+        include_delayed: bool = False,
+        channel: str | None = None,
+    ) -> list[PeekedMessage]:
+        """See ``QueueClient.peek``."""
+        return await self._run(
+            _wire.peek(
+                queue,
+                max_messages,
+                include_leased=include_leased,
+                include_delayed=include_delayed,
+                channel=channel,
+            )
+        )
+
+    async def change_visibility(
+        self, queue: str, entries: VisibilityEntries
+    ) -> list[LeaseResult]:
+        """See ``QueueClient.change_visibility``."""
+        return await self._run(_wire.change_visibility(queue, entries))
+
+    async def extend(
+        self, queue: str, receipt: str | Message, seconds: DurationLike
+    ) -> LeaseResult:
+        """See ``QueueClient.extend``."""
+        return await self._run(_wire.change_one(queue, receipt, seconds, None))
+
+    async def release(
+        self,
+        queue: str,
+        receipt: str | Message,
+        *,
+        delay: DurationLike = 0,
+        reason: str | None = None,
+    ) -> LeaseResult:
+        """See ``QueueClient.release``."""
+        return await self._run(_wire.change_one(queue, receipt, delay, reason))
+
+    async def delete(
+        self, queue: str, receipts: ReceiptsLike, *, attempt_ids: Iterable[str] = ()
+    ) -> DeleteResults:
+        """See ``QueueClient.delete``."""
+        return await self._run(_wire.delete(queue, receipts, attempt_ids))
+
+    async def update_message(
+        self,
+        queue: str,
+        receipt: str | Message,
+        *,
+        body: Body | None = None,
+        attributes: Mapping[str, str] | None = None,
+        visibility_timeout: DurationLike | None = None,
+    ) -> UpdateResult:
+        """See ``QueueClient.update_message``."""
+        return await self._run(
+            _wire.update_message(
+                queue,
+                receipt,
+                body=body,
+                attributes=attributes,
+                visibility_timeout=visibility_timeout,
+            )
+        )
+
+    async def redrive(
+        self,
+        queue: str,
+        *,
+        destination: str | None = None,
+        max_messages: int = 0,
+        channel: str | None = None,
+    ) -> int:
+        """See ``QueueClient.redrive``."""
+        return await self._run(
+            _wire.redrive(
+                queue, destination=destination, max_messages=max_messages, channel=channel
+            )
+        )

@@ -1,0 +1,86 @@
+"""The public names of leaseq.client do not drift, and importing it has no side effects."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+
+import leaseq.client
+from leaseq.client import AsyncQueueClient, QueueClient
+
+EXPECTED = {
+    # clients
+    "AsyncMessageStream",
+    "AsyncQueueClient",
+    "DEFAULT_TARGET",
+    "MAX_MESSAGE_SIZE",
+    "MessageStream",
+    "QueueClient",
+    "RetryPolicy",
+    "TLSConfig",
+    # values
+    "ChannelStats",
+    "DeleteResults",
+    "EntryError",
+    "LeaseResult",
+    "LeaseStatus",
+    "Message",
+    "MessageState",
+    "PeekedMessage",
+    "Queue",
+    "QueueConfig",
+    "QueueStats",
+    "SendEntry",
+    "SendResult",
+    "UpdateResult",
+    "VisibilityChange",
+    # errors
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "FieldViolation",
+    "InvalidArgument",
+    "LeaseqError",
+    "NotFound",
+    "OverLimit",
+    "PermissionDenied",
+    "QueueAlreadyExists",
+    "QueueNotFound",
+    "ResourceExhausted",
+    "Unauthenticated",
+    "Unavailable",
+    "from_rpc_error",
+}
+
+
+def test_all_is_exactly_the_expected_names() -> None:
+    assert sorted(leaseq.client.__all__) == sorted(EXPECTED)
+    assert len(leaseq.client.__all__) == len(set(leaseq.client.__all__))
+
+
+def test_every_name_in_all_exists() -> None:
+    for name in leaseq.client.__all__:
+        assert getattr(leaseq.client, name) is not None
+
+
+def test_sync_and_async_clients_have_the_same_methods() -> None:
+    def public(cls: type) -> dict[str, inspect.Signature]:
+        return {
+            name: inspect.signature(member)
+            for name, member in vars(cls).items()
+            if callable(member) and not name.startswith("_")
+        }
+
+    sync, async_ = public(QueueClient), public(AsyncQueueClient)
+    assert sync.keys() == async_.keys()
+    for name, signature in sync.items():
+        assert list(signature.parameters) == list(async_[name].parameters), name
+        if name != "stream":  # stream returns an async iterator, not a coroutine
+            assert inspect.iscoroutinefunction(getattr(AsyncQueueClient, name)), name
+
+
+def test_the_library_does_not_configure_logging() -> None:
+    logger = logging.getLogger("leaseq.client")
+    assert logger.handlers == [] or all(
+        type(h).__module__.startswith("tests.") for h in logger.handlers
+    )
+    assert logger.level in (logging.NOTSET, logging.DEBUG)
