@@ -1,0 +1,89 @@
+"""Fixtures for the SQLite backend's own tests: real files in tmp_path, a fake clock.
+
+`held_writer` parks the writer thread on an operation of its own, so that everything submitted
+meanwhile waits in its queue and is committed as one group once the block exits: group commit
+becomes deterministic without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import pytest
+
+from leaseq.server.clock import FakeClock
+from leaseq.server.store.sqlite import SqliteStore
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    # A parent that does not exist yet: opening must create it.
+    return tmp_path / "data" / "leaseq.db"
+
+
+@pytest.fixture
+async def store(db_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(db_path, clock=clock)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def run_on_writer(store: SqliteStore, fn: Callable[[sqlite3.Connection], object]):
+    """Run fn(connection) on the store's writer thread, as one operation of a group."""
+    assert store._writer is not None
+    return store._writer.submit(fn)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Yield to the event loop until condition holds (each turn lets ready tasks run)."""
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+def waiting_operations(store: SqliteStore) -> int:
+    assert store._writer is not None
+    return store._writer._inbox.qsize()
+
+
+@asynccontextmanager
+async def held_writer(store: SqliteStore) -> AsyncIterator[None]:
+    entered, release = threading.Event(), threading.Event()
+
+    def park(conn: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait(timeout=30)
+
+    parked = asyncio.ensure_future(run_on_writer(store, park))
+    # Waiting for a thread event is blocking, so it happens on a helper thread.
+    assert await asyncio.to_thread(entered.wait, 30)
+    try:
+        yield
+    finally:
+        release.set()
+        await parked
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A second connection to the file (WAL lets it read while the store is open)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -1,0 +1,66 @@
+"""The hot statements are index searches: no full SCAN of messages, no temporary sort.
+
+The plans are read from the store's own file (its real schema) with the store's own SQL text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from leaseq.server.store import sqlite as s
+from leaseq.server.store.sqlite import SqliteStore
+
+from .conftest import read_only
+
+ROWS = s.ROW_COLUMNS
+
+# name -> (sql, the index its plan must search)
+STATEMENTS = {
+    "receive": (s.candidates_sql(ROWS), "messages_visible"),
+    "receive, next page": (s.candidates_sql(ROWS, after=True), "messages_visible"),
+    "receive, exact channel": (
+        s.candidates_sql(ROWS, s._channel_clause("orders")[0]),
+        "messages_channel",
+    ),
+    "receive, exact channel, next page": (
+        s.candidates_sql(ROWS, s._channel_clause("orders")[0], after=True),
+        "messages_channel",
+    ),
+    "receive, channel prefix": (
+        s.candidates_sql(ROWS, s._channel_clause("ord*")[0]),
+        "messages_visible",
+    ),
+    "message of a receipt": (s.leases_by_key_sql(3), "INTEGER PRIMARY KEY"),
+    "in-flight count": (s.IN_FLIGHT_SQL, "messages_leased"),
+    "next visible": (s.NEXT_VISIBLE_SQL, "messages_visible"),
+    "attempt replay": (s.ATTEMPT_LEASES_SQL, "messages_attempt"),
+    "expiry sweep": (s.SWEEP_SQL, "messages_expiry"),
+    "deliver": (s.DELIVER_SQL, "INTEGER PRIMARY KEY"),
+}
+
+
+def _plan(path: Path, sql: str) -> list[str]:
+    with read_only(path) as conn:
+        rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}", [1] * sql.count("?")).fetchall()
+    return [row[-1] for row in rows]
+
+
+@pytest.mark.parametrize("name", list(STATEMENTS))
+async def test_hot_statement_searches_an_index(
+    store: SqliteStore, db_path: Path, name: str
+) -> None:
+    sql, index = STATEMENTS[name]
+    plan = _plan(db_path, sql)
+    assert plan, plan
+    assert all(step.startswith("SEARCH messages") for step in plan), plan
+    assert index in plan[0], plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan
+
+
+async def test_receive_range_stops_at_now(store: SqliteStore, db_path: Path) -> None:
+    """Leased messages at the head of the queue have visible_at > now: the range ends before
+    them, so a receive never walks over them."""
+    [step] = _plan(db_path, s.candidates_sql(ROWS))
+    assert "(queue=? AND visible_at<?)" in step
