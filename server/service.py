@@ -212,7 +212,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
                 results.append(convert.send_result_to_proto(entry.id, next(outcomes), None))
         if valid:
             self.longpoll.notify(name)
-        return pb.SendMessagesResponse(results=results)
+        return pb.SendMessagesResponse(results=results, server_time=self._now())
 
     @_streaming
     async def GetMessages(
@@ -308,7 +308,8 @@ class QueueService(pb_grpc.QueueServiceServicer):
                     else None,
                 )
                 for r in results
-            ]
+            ],
+            server_time=self._now(),
         )
 
     @_unary
@@ -327,6 +328,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
                 pb.AttemptDeleteResult(receive_attempt_id=attempt, deleted_count=count)
                 for attempt, count in outcome.attempt_counts
             ],
+            server_time=self._now(),
         )
 
     @_unary
@@ -346,7 +348,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
         elif params.visibility_timeout is not None:
             self.longpoll.extended(params.queue, updated.key, updated.visible_at)
         return pb.UpdateMessageResponse(
-            receipt=updated.receipt, visible_at=convert.seconds_to_timestamp(updated.visible_at)
+            receipt=updated.receipt,
+            visible_at=convert.seconds_to_timestamp(updated.visible_at),
+            server_time=self._now(),
         )
 
     @_unary

@@ -58,6 +58,7 @@ MAX_ATTRIBUTES = 16
 MAX_CHANNEL = 64
 MAX_DEDUP_ID = 128
 MAX_ATTEMPT_ID = 128
+MAX_REASON = 1024  # a release reason is kept as last_error on every later delivery: keep it small
 MAX_VISIBILITY = 12 * 3600.0
 MAX_WAIT = 30.0
 MIN_TTL = 1.0
@@ -380,6 +381,7 @@ def change_visibility(request: pb.ChangeVisibilityRequest) -> tuple[str, list[ba
         if not entry.HasField("visibility_timeout"):
             raise InvalidArgument(path, "required (0 releases the message)")
         vt = duration(entry.visibility_timeout, path, 0.0, MAX_VISIBILITY)
+        max_length(entry.reason, f"entries[{index}].reason", MAX_REASON)
         changes.append(base.VisibilityChange(entry.receipt, vt, entry.reason))
     return name, changes
 

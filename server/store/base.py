@@ -31,7 +31,8 @@ Lease operations decide a per-receipt LeaseStatus in this order:
 2. not in the queue:  a tombstone of this key in this queue, not older than TOMBSTONE_SECONDS:
                       ALREADY_DELETED if the receipt's seq equals the tombstone's, else
                       RECEIPT_SUPERSEDED. No tombstone: MESSAGE_NOT_FOUND (expired, purged, moved).
-3. RECEIPT_SUPERSEDED receipt seq < message's receipt_seq.
+3. RECEIPT_SUPERSEDED receipt seq < message's receipt_seq. (A seq ahead of the message's can only
+                      come from another copy of the store: INVALID_RECEIPT.)
 4. delete:            OK whatever the lease state (Azure's rule: the latest receipt deletes even
                       after its lease expired, as long as there was no newer delivery). Deleting
                       leaves a tombstone (key, receipt_seq, deleted_at) and counts in deleted_total.
@@ -54,7 +55,10 @@ latest delivery. A receive with an attempt id:
      with their current receipts, and changes nothing (no delivery, no count);
   b. else if an attempt record of that id exists whose expiry (delivery time + visibility timeout
      of the receive that made it) is still ahead: returns no messages and changes nothing;
-  c. else: an ordinary receive, whose messages record the id, and a new attempt record.
+  c. else: an ordinary receive, whose messages record the id; when it delivered anything, a new
+     attempt record (an empty receive records nothing, so a long poll retried with the same id
+     still finds messages that arrive later).
+Rules a and b come before the in-flight limit: a replay is answered even when the queue is full.
 DeleteMessages by attempt id deletes every message of the queue whose latest delivery was made
 under that id and that was not released since (leased or lease expired, not redelivered), with
 tombstones, and reports the count.
@@ -62,7 +66,8 @@ tombstones, and reports the count.
 Dedup: a send with a non-empty dedup_id that was sent to the same queue at time t with the queue's
 dedup_window w such that now < t + w enqueues nothing and returns the original message_id with
 duplicate=True (even if that message was deleted since). Within one batch, a later entry repeating
-an earlier entry's dedup_id is a duplicate of it.
+an earlier entry's dedup_id is a duplicate of it (whatever the window). Purge keeps dedup records,
+attempt records and tombstones.
 
 The in-flight limit: a receive with visibility_timeout > 0 delivers at most
 max_in_flight - (leased messages now) messages; if that is <= 0 it raises OverLimit (with retry_at,

@@ -417,3 +417,25 @@ async def test_draining_server_refuses_new_rpcs_with_retry_info(server, stub) ->
     assert got.retry_info is not None and got.retry_info.retry_delay.seconds == 1
     got = details_of(await rpc_error(receive_once(stub, queue="q")))
     assert got.code == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_release_reason_is_bounded(stub) -> None:
+    await create(stub)
+    [message_id] = await send(stub, "q", b"1")
+    [response] = await receive_once(stub, queue="q", max_messages=1)
+    receipt = response.messages[0].receipt
+    error = await rpc_error(
+        stub.ChangeVisibility(
+            pb.ChangeVisibilityRequest(
+                queue="q",
+                entries=[
+                    pb.ChangeVisibilityEntry(
+                        receipt=receipt, visibility_timeout=D(seconds=0), reason="x" * 1025
+                    )
+                ],
+            )
+        )
+    )
+    assert_bad_request(error, "entries[0].reason")
+    # The refused release changed nothing: the message is still leased.
+    assert (await stats(stub)).leased == 1

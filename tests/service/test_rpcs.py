@@ -282,3 +282,26 @@ async def test_a_batch_too_big_for_one_response_is_split(stub) -> None:
     assert len(responses) == 2
     assert [m.body[0] for r in responses for m in r.messages] == list(range(8))
     assert all(r.HasField("server_time") for r in responses)
+
+
+async def test_message_and_lease_responses_carry_server_time(stub) -> None:
+    # API.md: responses carry the server's time so clients need not trust their own clock.
+    await create(stub)
+    sent = await stub.SendMessages(
+        pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(body=b"a"), pb.SendEntry(body=b"b")])
+    )
+    [response] = await receive_once(stub, queue="q", max_messages=2)
+    first, second = (m.receipt for m in response.messages)
+    changed = await stub.ChangeVisibility(
+        pb.ChangeVisibilityRequest(
+            queue="q", entries=[pb.ChangeVisibilityEntry(receipt=first, visibility_timeout=D(seconds=9))]
+        )
+    )
+    updated = await stub.UpdateMessage(
+        pb.UpdateMessageRequest(queue="q", receipt=second, body=b"B", update_mask={"paths": ["body"]})
+    )
+    deleted = await stub.DeleteMessages(pb.DeleteMessagesRequest(queue="q", receipts=[first]))
+    times = [r.server_time.ToSeconds() for r in (sent, response, changed, updated, deleted)]
+    assert all(t > 0 for t in times)
+    assert times == sorted(times)
+    assert changed.results[0].visible_at.ToSeconds() - changed.server_time.ToSeconds() in (8, 9)

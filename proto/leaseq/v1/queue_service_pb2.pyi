@@ -256,10 +256,12 @@ class SendResult(_message.Message):
     def __init__(self, id: _Optional[str] = ..., message_id: _Optional[str] = ..., duplicate: _Optional[bool] = ..., error: _Optional[_Union[EntryError, _Mapping]] = ...) -> None: ...
 
 class SendMessagesResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "server_time")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[SendResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[SendResult, _Mapping]]] = ...) -> None: ...
+    server_time: _timestamp_pb2.Timestamp
+    def __init__(self, results: _Optional[_Iterable[_Union[SendResult, _Mapping]]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetMessagesRequest(_message.Message):
     __slots__ = ("queue", "max_messages", "visibility_timeout", "wait_time", "channel_filter", "follow", "max_outstanding", "receive_attempt_id")
@@ -406,10 +408,12 @@ class ChangeVisibilityResult(_message.Message):
     def __init__(self, receipt: _Optional[str] = ..., status: _Optional[_Union[LeaseStatus, str]] = ..., visible_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ChangeVisibilityResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "server_time")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ChangeVisibilityResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[ChangeVisibilityResult, _Mapping]]] = ...) -> None: ...
+    server_time: _timestamp_pb2.Timestamp
+    def __init__(self, results: _Optional[_Iterable[_Union[ChangeVisibilityResult, _Mapping]]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeleteMessagesRequest(_message.Message):
     __slots__ = ("queue", "receipts", "receive_attempt_ids")
@@ -438,12 +442,14 @@ class AttemptDeleteResult(_message.Message):
     def __init__(self, receive_attempt_id: _Optional[str] = ..., deleted_count: _Optional[int] = ...) -> None: ...
 
 class DeleteMessagesResponse(_message.Message):
-    __slots__ = ("results", "attempt_results")
+    __slots__ = ("results", "attempt_results", "server_time")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[DeleteResult]
     attempt_results: _containers.RepeatedCompositeFieldContainer[AttemptDeleteResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[DeleteResult, _Mapping]]] = ..., attempt_results: _Optional[_Iterable[_Union[AttemptDeleteResult, _Mapping]]] = ...) -> None: ...
+    server_time: _timestamp_pb2.Timestamp
+    def __init__(self, results: _Optional[_Iterable[_Union[DeleteResult, _Mapping]]] = ..., attempt_results: _Optional[_Iterable[_Union[AttemptDeleteResult, _Mapping]]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class UpdateMessageRequest(_message.Message):
     __slots__ = ("queue", "receipt", "body", "attributes", "visibility_timeout", "update_mask")
@@ -469,12 +475,14 @@ class UpdateMessageRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., receipt: _Optional[str] = ..., body: _Optional[bytes] = ..., attributes: _Optional[_Mapping[str, str]] = ..., visibility_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
 
 class UpdateMessageResponse(_message.Message):
-    __slots__ = ("receipt", "visible_at")
+    __slots__ = ("receipt", "visible_at", "server_time")
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
     VISIBLE_AT_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
     receipt: str
     visible_at: _timestamp_pb2.Timestamp
-    def __init__(self, receipt: _Optional[str] = ..., visible_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    server_time: _timestamp_pb2.Timestamp
+    def __init__(self, receipt: _Optional[str] = ..., visible_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RedriveMessagesRequest(_message.Message):
     __slots__ = ("queue", "destination", "max_messages", "channel_filter")
