@@ -249,6 +249,39 @@ class QueueStats:
     channels: dict[str, CountsByState]  # every channel with at least one message ("" = default)
 
 
+def message_state(visible_at: float, leased: bool, now: float) -> MessageState:
+    """The state of an unexpired message at now (see the module docstring)."""
+    if visible_at <= now:
+        return MessageState.VISIBLE
+    return MessageState.LEASED if leased else MessageState.DELAYED
+
+
+def fence(
+    receipt_seq: int,
+    current_seq: int | None,
+    tombstone: tuple[int, float] | None,
+    now: float,
+) -> LeaseStatus | None:
+    """Steps 2 and 3 of the lease status order for a receipt that verified: None when the receipt
+    is the message's current one (the caller applies step 4), else the status to answer.
+
+    current_seq is the message's receipt_seq, None when the message is not in the queue;
+    tombstone is (receipt_seq, deleted_at) of its tombstone in this queue, if any.
+    """
+    if current_seq is None:
+        if tombstone is not None and now - tombstone[1] <= TOMBSTONE_SECONDS:
+            if receipt_seq == tombstone[0]:
+                return LeaseStatus.ALREADY_DELETED
+            return LeaseStatus.RECEIPT_SUPERSEDED
+        return LeaseStatus.MESSAGE_NOT_FOUND
+    if receipt_seq < current_seq:
+        return LeaseStatus.RECEIPT_SUPERSEDED
+    if receipt_seq > current_seq:
+        # Never issued by this store's current state (e.g. a store restored from a backup).
+        return LeaseStatus.INVALID_RECEIPT
+    return None
+
+
 def message_size(body: bytes, attributes: dict[str, str]) -> int:
     """What counts against max_message_bytes: the body plus every attribute's key and value (UTF-8)."""
     return len(body) + sum(len(k.encode()) + len(v.encode()) for k, v in attributes.items())

@@ -54,7 +54,9 @@ from .base import (
     UpdatedMessage,
     VisibilityChange,
     channel_matches,
+    fence,
     message_size,
+    message_state,
 )
 
 # A heap is rebuilt from its queue's messages once stale entries outnumber live ones by this much
@@ -132,9 +134,7 @@ def _is_leased(message: _Message, now: float) -> bool:
 
 
 def _state(message: _Message, now: float) -> MessageState:
-    if message.visible_at <= now:
-        return MessageState.VISIBLE
-    return MessageState.LEASED if message.leased else MessageState.DELAYED
+    return message_state(message.visible_at, message.leased, now)
 
 
 class MemoryStore:
@@ -707,18 +707,17 @@ class MemoryStore:
             return LeaseStatus.INVALID_RECEIPT, None, None
         key, seq = decoded
         message = queue.messages.get(key)
-        if message is None:
-            tombstone = queue.tombstones.get(key)
-            if tombstone is not None and now - tombstone.deleted_at <= TOMBSTONE_SECONDS:
-                if seq == tombstone.receipt_seq:
-                    return LeaseStatus.ALREADY_DELETED, key, None
-                return LeaseStatus.RECEIPT_SUPERSEDED, key, None
-            return LeaseStatus.MESSAGE_NOT_FOUND, key, None
-        if seq < message.receipt_seq:
-            return LeaseStatus.RECEIPT_SUPERSEDED, key, None
-        if seq > message.receipt_seq:
-            # Never issued by this store's current state (e.g. a store restored from a backup).
-            return LeaseStatus.INVALID_RECEIPT, None, None
+        tombstone = queue.tombstones.get(key) if message is None else None
+        status = fence(
+            seq,
+            None if message is None else message.receipt_seq,
+            None if tombstone is None else (tombstone.receipt_seq, tombstone.deleted_at),
+            now,
+        )
+        if status is LeaseStatus.INVALID_RECEIPT:
+            return status, None, None
+        if status is not None:
+            return status, key, None
         return LeaseStatus.OK, key, message
 
     # --- dedup --------------------------------------------------------------------------------

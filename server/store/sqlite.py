@@ -93,7 +93,9 @@ from .base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
+    fence,
     message_size,
+    message_state,
 )
 
 __all__ = ["SqliteStore"]
@@ -573,20 +575,13 @@ class _Tombstone:
 def _fence(
     lease: _Lease | None, tombstone: _Tombstone | None, seq: int, now: float
 ) -> LeaseStatus | None:
-    """base.py's steps 2 and 3 for a verified receipt: None when the receipt is current.
-    INVALID_RECEIPT here means a seq ahead of the message's: never issued by this file's
-    current state (say, a file restored from an older backup)."""
-    if lease is None:
-        if tombstone is not None and now - tombstone.deleted_at <= TOMBSTONE_SECONDS:
-            if seq == tombstone.receipt_seq:
-                return LeaseStatus.ALREADY_DELETED
-            return LeaseStatus.RECEIPT_SUPERSEDED
-        return LeaseStatus.MESSAGE_NOT_FOUND
-    if seq < lease.receipt_seq:
-        return LeaseStatus.RECEIPT_SUPERSEDED
-    if seq > lease.receipt_seq:
-        return LeaseStatus.INVALID_RECEIPT
-    return None
+    """base.fence over this module's rows."""
+    return fence(
+        seq,
+        None if lease is None else lease.receipt_seq,
+        None if tombstone is None else (tombstone.receipt_seq, tombstone.deleted_at),
+        now,
+    )
 
 
 def _lease_result(receipt: str, status: LeaseStatus, key: int) -> LeaseResult:
@@ -595,9 +590,7 @@ def _lease_result(receipt: str, status: LeaseStatus, key: int) -> LeaseResult:
 
 
 def _state(row: _Row, now: float) -> MessageState:
-    if row.visible_at <= now:
-        return MessageState.VISIBLE
-    return MessageState.LEASED if row.leased else MessageState.DELAYED
+    return message_state(row.visible_at, row.leased, now)
 
 
 class _Tx:
