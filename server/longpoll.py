@@ -51,6 +51,7 @@ class Waker:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.sleeping = False  # parked in wait(): what LongPoll.sleeping counts
+        self.parks = 0  # times parked: shows that a wake-up ran its course and parked again
 
     def ring(self) -> None:
         self._event.set()
@@ -63,6 +64,7 @@ class Waker:
         if timeout is not None and timeout <= 0:
             return
         self.sleeping = True
+        self.parks += 1
         try:
             await asyncio.wait_for(self._event.wait(), timeout)
         except asyncio.TimeoutError:
@@ -108,6 +110,10 @@ class QueueSignals:
     def sleeping(self, queue: str) -> int:
         signal = self._signals.get(queue)
         return sum(w.sleeping for w in signal.wakers) if signal else 0
+
+    def parks(self, queue: str) -> int:
+        signal = self._signals.get(queue)
+        return sum(w.parks for w in signal.wakers) if signal else 0
 
     @contextmanager
     def subscribe(self, queue: str, waker: Waker) -> Iterator[None]:
@@ -272,6 +278,11 @@ class LongPoll:
         """Streams of queue parked until an event (a gauge for metrics; tests use it to know a
         stream is really waiting before they act)."""
         return self._signals.sleeping(queue)
+
+    def parks(self, queue: str) -> int:
+        """How many times the live streams of queue have parked: it goes up once a woken stream
+        has looked at the store and found nothing to do."""
+        return self._signals.parks(queue)
 
     # --- waiting ----------------------------------------------------------------------------
 

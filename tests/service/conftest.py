@@ -131,3 +131,13 @@ async def until_sleeping(server: RunningServer, queue: str, count: int = 1) -> N
             await asyncio.sleep(0.005)
 
     await asyncio.wait_for(poll(), SAFETY_TIMEOUT)
+
+
+async def until_parked_again(server: RunningServer, queue: str, parked: int) -> None:
+    """Wait until a woken stream of queue has looked at the store and parked once more."""
+
+    async def poll() -> None:
+        while await asyncio.to_thread(server.parks, queue) <= parked:
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(poll(), SAFETY_TIMEOUT)

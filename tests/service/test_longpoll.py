@@ -11,9 +11,20 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
+from leaseq.server.clock import FakeClock
 from leaseq.v1 import queue_service_pb2 as pb
+from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
+from tests.support.server import running_server
 
-from .conftest import SAFETY_TIMEOUT, create, receive_once, send, stats, until_sleeping
+from .conftest import (
+    SAFETY_TIMEOUT,
+    create,
+    receive_once,
+    send,
+    stats,
+    until_parked_again,
+    until_sleeping,
+)
 
 D = duration_pb2.Duration
 LONG_WAIT = D(seconds=30)  # longer than SAFETY_TIMEOUT: only a wake-up can answer in time
@@ -192,29 +203,37 @@ async def test_follow_resumes_when_a_lease_expires(server, stub) -> None:
     stream.cancel()
 
 
-async def test_follow_extension_keeps_the_stream_paused(server, stub) -> None:
-    await create(stub)
-    await send(stub, "q", b"1", b"2")
-    stream = follow(stub, max_outstanding=1, visibility_timeout=D(nanos=300_000_000))
-    [first] = await read_messages(stream, 1)
-    await stub.ChangeVisibility(
-        pb.ChangeVisibilityRequest(
-            queue="q",
-            entries=[
-                pb.ChangeVisibilityEntry(receipt=first.receipt, visibility_timeout=D(seconds=600))
-            ],
-        )
-    )
-    await until_sleeping(server, "q")
-    # Had the stream kept the old lease end, it would deliver "2" after 0.3 s. Release instead
-    # and see that only then the stream goes on.
-    await asyncio.sleep(0.5)  # past the original lease end (this checks a non-event)
-    current = await stats(stub)
-    assert (current.leased, current.visible) == (1, 1)
-    await stub.DeleteMessages(pb.DeleteMessagesRequest(queue="q", receipts=[first.receipt]))
-    [second] = await read_messages(stream, 1)
-    assert second.body == b"2"
-    stream.cancel()
+async def test_follow_extension_keeps_the_stream_paused() -> None:
+    # A fake clock jumps past the original lease end; had the stream kept that end, it would
+    # count the lease as settled and deliver "2".
+    clock = FakeClock()
+    async with running_server(clock=clock) as server:
+        async with grpc.aio.insecure_channel(server.target) as channel:
+            stub = pb_grpc.QueueServiceStub(channel)
+            await create(stub)
+            await send(stub, "q", b"1", b"2")
+            stream = follow(stub, max_outstanding=1, visibility_timeout=D(seconds=30))
+            [first] = await read_messages(stream, 1)
+            await stub.ChangeVisibility(
+                pb.ChangeVisibilityRequest(
+                    queue="q",
+                    entries=[
+                        pb.ChangeVisibilityEntry(
+                            receipt=first.receipt, visibility_timeout=D(seconds=600)
+                        )
+                    ],
+                )
+            )
+            await until_sleeping(server, "q")
+            parked = await asyncio.to_thread(server.parks, "q")
+            await asyncio.to_thread(server.advance, 31)  # wakes every waiter
+            await until_parked_again(server, "q", parked)
+            current = await stats(stub)
+            assert (current.leased, current.visible) == (1, 1)
+            await stub.DeleteMessages(pb.DeleteMessagesRequest(queue="q", receipts=[first.receipt]))
+            [second] = await read_messages(stream, 1)
+            assert second.body == b"2"
+            stream.cancel()
 
 
 async def test_follow_waits_at_the_in_flight_limit(server, stub) -> None:

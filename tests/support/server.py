@@ -106,6 +106,14 @@ class RunningServer:
 
         return self.call(count)
 
+    def parks(self, queue: str) -> int:
+        """How many times the live streams of queue have parked (see LongPoll.parks)."""
+
+        async def count() -> int:
+            return self.app.service.longpoll.parks(queue)
+
+        return self.call(count)
+
     def drain(self) -> None:
         """Begin the shutdown without stopping: health NOT_SERVING, new RPCs UNAVAILABLE, follow
         streams end. The server stops for good on exit."""
