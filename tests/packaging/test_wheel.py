@@ -1,0 +1,36 @@
+"""The distribution installs only under `leaseq/`: the repository's folders keep their design-card
+names (server/, client/, ...) but must never land as top-level modules in site-packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_wheel_holds_only_the_leaseq_package(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+         "-q", "-w", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = tmp_path.glob("leaseq-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_levels = {name.split("/")[0] for name in names}
+    assert {t for t in top_levels if not t.endswith(".dist-info")} == {"leaseq"}
+    for expected in (
+        "leaseq/v1/queue_service_pb2.py",
+        "leaseq/v1/queue_service_pb2_grpc.pyi",
+        "leaseq/v1/queue_service.proto",
+        "leaseq/server/store/sqlite.py",
+        "leaseq/client/py.typed",
+        "leaseq/cli/main.py",
+        "leaseq/spark_ext/__init__.py",
+    ):
+        assert expected in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "leaseq = leaseq.cli.main:cli" in zipfile.ZipFile(wheel).read(entry_points).decode()
