@@ -248,6 +248,37 @@ class QueueStats:
     deleted_total: int
     channels: dict[str, CountsByState]  # every channel with at least one message ("" = default)
 
+    @classmethod
+    def from_channels(
+        cls,
+        channels: dict[str, CountsByState],
+        oldest_visible_enqueued_at: float | None,
+        now: float,
+        *,
+        dead_lettered_total: int,
+        expired_total: int,
+        deleted_total: int,
+    ) -> QueueStats:
+        """The queue's stats from its per-channel counts: the totals are their sums."""
+        visible = sum(c.visible for c in channels.values())
+        leased = sum(c.leased for c in channels.values())
+        delayed = sum(c.delayed for c in channels.values())
+        return cls(
+            visible=visible,
+            leased=leased,
+            delayed=delayed,
+            total=visible + leased + delayed,
+            oldest_visible_age=(
+                0.0
+                if oldest_visible_enqueued_at is None
+                else max(0.0, now - oldest_visible_enqueued_at)
+            ),
+            dead_lettered_total=dead_lettered_total,
+            expired_total=expired_total,
+            deleted_total=deleted_total,
+            channels=channels,
+        )
+
 
 def message_state(visible_at: float, leased: bool, now: float) -> MessageState:
     """The state of an unexpired message at now (see the module docstring)."""

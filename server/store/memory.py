@@ -220,19 +220,13 @@ class MemoryStore:
             )
             for channel, c in counts.items()
         }
-        visible = sum(c.visible for c in channels.values())
-        leased = sum(c.leased for c in channels.values())
-        delayed = sum(c.delayed for c in channels.values())
-        return QueueStats(
-            visible=visible,
-            leased=leased,
-            delayed=delayed,
-            total=visible + leased + delayed,
-            oldest_visible_age=0.0 if oldest_visible is None else now - oldest_visible,
+        return QueueStats.from_channels(
+            channels,
+            oldest_visible,
+            now,
             dead_lettered_total=queue.dead_lettered_total,
             expired_total=queue.expired_total,
             deleted_total=queue.deleted_total,
-            channels=channels,
         )
 
     # --- messages -----------------------------------------------------------------------------

@@ -704,19 +704,13 @@ class _Tx:
         ).fetchall()
         channels = {ch: CountsByState(v, l, d) for ch, v, l, d, _ in rows}
         oldest = min((enq for *_, enq in rows if enq is not None), default=None)
-        visible = sum(c.visible for c in channels.values())
-        leased = sum(c.leased for c in channels.values())
-        delayed = sum(c.delayed for c in channels.values())
-        return QueueStats(
-            visible=visible,
-            leased=leased,
-            delayed=delayed,
-            total=visible + leased + delayed,
-            oldest_visible_age=0.0 if oldest is None else max(0.0, now - oldest),
+        return QueueStats.from_channels(
+            channels,
+            oldest,
+            now,
             dead_lettered_total=found.dead_lettered_total,
             expired_total=found.expired_total,
             deleted_total=found.deleted_total,
-            channels=channels,
         )
 
     # -- send --------------------------------------------------------------------------------
