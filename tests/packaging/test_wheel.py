@@ -3,6 +3,7 @@ names (server/, client/, ...) but must never land as top-level modules in site-p
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,8 +13,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_wheel_holds_only_the_leaseq_package(tmp_path: Path) -> None:
+    # Build from a clean copy: a build/ folder left in the work tree would hand setuptools stale
+    # files (a module that no longer exists would still be in the wheel).
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", "build", "dist", "*.egg-info", "node_modules", "__pycache__", "leaseq-data"
+        ),
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
          "-q", "-w", str(tmp_path)],
         check=True,
         capture_output=True,
@@ -26,7 +37,7 @@ def test_wheel_holds_only_the_leaseq_package(tmp_path: Path) -> None:
         "leaseq/v1/queue_service_pb2.py",
         "leaseq/v1/queue_service_pb2_grpc.pyi",
         "leaseq/v1/queue_service.proto",
-        "leaseq/server/store/sqlite.py",
+        "leaseq/server/store/sqlite/store.py",
         "leaseq/client/py.typed",
         "leaseq/cli/main.py",
         "leaseq/spark_ext/__init__.py",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from leaseq.server.store import sqlite as s
+from leaseq.server.store.sqlite import schema as s
 from leaseq.server.store.sqlite import SqliteStore
 
 from .conftest import read_only

@@ -1,0 +1,57 @@
+"""The SQLite store: the embedded default backend, one durable file.
+
+Semantics are base.py's, to the letter; this module only decides how to get them from SQLite
+fast and durably.
+
+Threading and group commit
+--------------------------
+sqlite3 calls block, and the store must never block the asyncio event loop, so one dedicated
+thread (`_Writer`) owns the only connection. An async method turns its work into a function of
+the connection, queues it and awaits a future. The thread takes every operation waiting (up to a
+bound), runs them all in ONE transaction, each inside its own SAVEPOINT so that a failing
+operation rolls back only itself, COMMITs once and then resolves the futures. With
+``synchronous=FULL`` the COMMIT is the fsync, so sixteen concurrent sends cost about one fsync
+instead of sixteen, and every future resolves only after its work is on disk. Reads go through
+the same thread: every operation on a queue starts with the expiry sweep (a write) anyway, and one
+thread means no locking questions at all.
+
+Schema
+------
+- ``queues``: a small integer id (what the other tables reference: compact index entries; never
+  reused thanks to AUTOINCREMENT, so stale rows of a deleted queue can never be mistaken for a
+  new queue's), the name, the receipt uid, one column per QueueConfig field and the counters.
+- ``messages``: ``key`` is the INTEGER PRIMARY KEY AUTOINCREMENT, i.e. the rowid: "the message of
+  this receipt" is a primary key lookup, and keys are never reused, so a receipt of a deleted
+  message can never match a newer message. Indexes:
+    messages_visible (queue, visible_at, key)     receive / peek / redrive: an index range scan in
+                                                  delivery order that stops at visible_at <= now, so
+                                                  leased messages at the head are never scanned
+    messages_expiry  (queue, expires_at)          the expiry sweep before every operation
+    messages_leased  (queue, visible_at) WHERE leased = 1
+                                                  live leases (in-flight limit, retry_at)
+    messages_attempt (queue, attempt_id) WHERE attempt_id IS NOT NULL
+                                                  receive attempts, delete by attempt id
+    messages_channel (queue, channel, visible_at) WHERE channel != ''
+                                                  exact channel filters; partial, so queues that
+                                                  do not use channels pay nothing for it
+- ``tombstones`` (key, queue, receipt_seq, deleted_at), ``dedup`` and ``attempts``: rows whose
+  meaning is bounded by a time condition checked on every read; a periodic housekeeping step
+  deletes the stale ones, so its timing is invisible.
+- ``meta``: the schema version and the receipt signing key (kept in the file, so receipts stay
+  valid across restarts).
+
+One store per file
+------------------
+Only this store's writer thread writes the file (other processes may read it, WAL allows that),
+which lets the writer keep a little state of its own: an upper bound on each queue's live
+leases, so that a receive far below max_in_flight skips counting them (see
+`_Tx._delivery_limit`).
+"""
+
+from __future__ import annotations
+
+from .schema import SCHEMA_VERSION
+from .store import SqliteStore
+from .transaction import HOUSEKEEPING_SECONDS, PICK_READ_AHEAD
+
+__all__ = ["HOUSEKEEPING_SECONDS", "PICK_READ_AHEAD", "SCHEMA_VERSION", "SqliteStore"]

@@ -1,0 +1,227 @@
+"""Schema, migrations' version, and the SQL statements of the hot paths (module constants so the
+query-plan tests check exactly these)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from typing import Any, NamedTuple
+
+from ...receipts import new_signing_key
+from ..base import QueueConfig
+
+SCHEMA_VERSION = 1
+
+# One column per QueueConfig field, in the dataclass's order.
+_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(QueueConfig))
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    name  TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS queues (
+    id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+    name                TEXT NOT NULL UNIQUE,
+    uid                 INTEGER NOT NULL,
+    create_time         REAL NOT NULL,
+    visibility_timeout  REAL NOT NULL,
+    receive_wait_time   REAL NOT NULL,
+    message_retention   REAL NOT NULL,
+    default_delay       REAL NOT NULL,
+    max_message_bytes   INTEGER NOT NULL,
+    dead_letter_queue   TEXT,
+    max_delivery_count  INTEGER,
+    max_in_flight       INTEGER NOT NULL,
+    dedup_window        REAL NOT NULL,
+    dead_lettered_total INTEGER NOT NULL DEFAULT 0,
+    expired_total       INTEGER NOT NULL DEFAULT 0,
+    deleted_total       INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE IF NOT EXISTS messages (
+    key            INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue          INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    message_id     TEXT NOT NULL,
+    body           BLOB NOT NULL,
+    attributes     TEXT,              -- compact JSON object, NULL when there are none
+    channel        TEXT NOT NULL,
+    enqueued_at    REAL NOT NULL,
+    expires_at     REAL NOT NULL,
+    visible_at     REAL NOT NULL,
+    leased         INTEGER NOT NULL DEFAULT 0,
+    delivery_count INTEGER NOT NULL DEFAULT 0,
+    receipt_seq    INTEGER NOT NULL DEFAULT 0,
+    last_error     TEXT NOT NULL DEFAULT '',
+    attempt_id     TEXT,
+    source_queue   TEXT
+);
+CREATE INDEX IF NOT EXISTS messages_visible ON messages (queue, visible_at, key);
+CREATE INDEX IF NOT EXISTS messages_expiry ON messages (queue, expires_at);
+CREATE INDEX IF NOT EXISTS messages_leased ON messages (queue, visible_at) WHERE leased = 1;
+CREATE INDEX IF NOT EXISTS messages_attempt ON messages (queue, attempt_id)
+    WHERE attempt_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_channel ON messages (queue, channel, visible_at)
+    WHERE channel != '';
+
+-- No foreign key: tombstones may outlive their queue by up to TOMBSTONE_SECONDS. Harmless, as
+-- queue ids are never reused, and it spares deleting a queue a scan of this table.
+CREATE TABLE IF NOT EXISTS tombstones (
+    key         INTEGER PRIMARY KEY,
+    queue       INTEGER NOT NULL,
+    receipt_seq INTEGER NOT NULL,
+    deleted_at  REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tombstones_age ON tombstones (deleted_at);
+
+CREATE TABLE IF NOT EXISTS dedup (
+    queue      INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    dedup_id   TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    until      REAL NOT NULL,
+    PRIMARY KEY (queue, dedup_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS dedup_age ON dedup (until);
+
+CREATE TABLE IF NOT EXISTS attempts (
+    queue      INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    attempt_id TEXT NOT NULL,
+    until      REAL NOT NULL,
+    PRIMARY KEY (queue, attempt_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS attempts_age ON attempts (until);
+"""
+
+# --- statements used on hot paths (module constants so the query-plan tests check these) ------
+
+QUEUE_COLUMNS = (
+    "id, name, uid, create_time, "
+    + ", ".join(_CONFIG_FIELDS)
+    + ", dead_lettered_total, expired_total, deleted_total"
+)
+QUEUE_BY_NAME_SQL = f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?"
+
+SWEEP_SQL = "DELETE FROM messages WHERE queue = ? AND expires_at <= ?"
+
+INSERT_MESSAGE_SQL = (
+    "INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,"
+    " expires_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+# Live leases of a queue, read from the partial index only.
+IN_FLIGHT_SQL = (
+    "SELECT COUNT(*), MIN(visible_at) FROM messages"
+    " WHERE queue = ? AND leased = 1 AND visible_at > ?"
+)
+
+NEXT_VISIBLE_SQL = "SELECT MIN(visible_at) FROM messages WHERE queue = ? AND visible_at > ?"
+
+DELIVER_SQL = (
+    "UPDATE messages SET delivery_count = delivery_count + 1, receipt_seq = receipt_seq + 1,"
+    " visible_at = ?, leased = ?, attempt_id = ? WHERE key = ?"
+)
+
+
+class _Row(NamedTuple):
+    """A message as the read paths select it."""
+
+    key: int
+    message_id: str
+    body: bytes
+    attributes: str | None
+    channel: str
+    enqueued_at: float
+    expires_at: float
+    visible_at: float
+    leased: int
+    delivery_count: int
+    receipt_seq: int
+    last_error: str
+    source_queue: str | None
+
+
+ROW_COLUMNS = ", ".join(_Row._fields)
+
+# The unary + keeps the planner off messages_leased (which would scan every live lease of the
+# queue) and on messages_attempt (only this attempt's messages).
+ATTEMPT_LEASES_SQL = (
+    f"SELECT {ROW_COLUMNS} FROM messages WHERE queue = ? AND attempt_id = ?"
+    " AND +leased = 1 AND +visible_at > ? ORDER BY key"
+)
+
+
+def candidates_sql(columns: str, channel_clause: str = "", after: bool = False) -> str:
+    """Visible messages of a queue in delivery order: an index range scan on messages_visible
+    (or messages_channel for an exact channel), ending at visible_at <= now. `after` adds the
+    keyset cursor of the previous page."""
+    cursor = " AND (visible_at, key) > (?, ?)" if after else ""
+    return (
+        f"SELECT {columns} FROM messages WHERE queue = ? AND visible_at <= ?{channel_clause}"
+        f"{cursor} ORDER BY visible_at, key LIMIT ?"
+    )
+
+
+def leases_by_key_sql(count: int) -> str:
+    """Lease state of messages by key: primary key lookups. The queue is checked in Python, as a
+    `queue = ?` term tempts the planner into scanning an index of the whole queue instead."""
+    marks = ", ".join("?" * count)
+    return (
+        "SELECT key, queue, receipt_seq, leased, visible_at, last_error FROM messages"
+        f" WHERE key IN ({marks})"
+    )
+
+
+def _channel_clause(channel_filter: str) -> tuple[str, tuple[Any, ...]]:
+    """SQL and parameters for base.channel_matches. An exact channel repeats `channel != ''` so
+    that the planner may use the partial messages_channel index (it cannot see that the bound
+    value is not empty)."""
+    if not channel_filter or channel_filter == "*":
+        return "", ()
+    if channel_filter.endswith("*"):
+        prefix = channel_filter[:-1]
+        return " AND substr(channel, 1, ?) = ?", (len(prefix), prefix)
+    return " AND channel = ? AND channel != ''", (channel_filter,)
+
+
+def _encode_attributes(attributes: dict[str, str]) -> str | None:
+    if not attributes:
+        return None
+    return json.dumps(attributes, separators=(",", ":"), ensure_ascii=False)
+
+
+def _decode_attributes(text: str | None) -> dict[str, str]:
+    return json.loads(text) if text else {}
+
+
+def _schema_statements() -> list[str]:
+    # Not executescript(): it COMMITs first, and this runs inside the writer's transaction
+    # (DDL is transactional in SQLite). The schema text has no ';' inside comments.
+    return [statement.strip() for statement in _SCHEMA.split(";") if statement.strip()]
+
+
+def _initialize(conn: sqlite3.Connection) -> bytes:
+    """Create the schema if needed and return the receipt signing key (made once per file)."""
+    for statement in _schema_statements():
+        conn.execute(statement)
+    version = _meta(conn, "schema_version")
+    if version is None:
+        conn.execute(
+            "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+        )
+    elif int(version) != SCHEMA_VERSION:
+        raise RuntimeError(
+            f"the store file has schema version {version};"
+            f" this leaseq reads version {SCHEMA_VERSION}"
+        )
+    key = _meta(conn, "receipt_signing_key")
+    if key is None:
+        key = new_signing_key()
+        conn.execute("INSERT INTO meta (name, value) VALUES ('receipt_signing_key', ?)", (key,))
+    return bytes(key)
+
+
+def _meta(conn: sqlite3.Connection, name: str) -> Any:
+    row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+    return None if row is None else row[0]

@@ -1,0 +1,220 @@
+"""SqliteStore: the Store protocol's async face over the writer thread and its transactions."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from ...clock import Clock, SystemClock
+from ...errors import Unavailable
+from ...receipts import ReceiptCodec
+from ..base import (
+    DeleteOutcome,
+    LeaseResult,
+    NewMessage,
+    PeekCursor,
+    PeekPage,
+    QueueConfig,
+    QueueInfo,
+    QueueStats,
+    ReceiveOutcome,
+    SendOutcome,
+    UpdatedMessage,
+    VisibilityChange,
+)
+
+from .schema import _initialize
+from .transaction import HOUSEKEEPING_SECONDS, _Tx
+from .writer import MAX_GROUP_WEIGHT, _Writer
+
+T = TypeVar("T")
+
+# --- the store ------------------------------------------------------------------------------
+
+
+class SqliteStore:
+    """The Store protocol over one SQLite file (WAL, synchronous=FULL, one writer thread).
+
+    `commit_count` and `operation_count` say how many transactions and operations the writer
+    thread has committed since open: group commit makes the first smaller than the second.
+    """
+
+    def __init__(self, path: Path, clock: Clock | None = None) -> None:
+        self.path = Path(path)
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._writer: _Writer | None = None
+        self._codec: ReceiptCodec | None = None
+        # Writer thread only: when to housekeep next, and per queue id an upper bound on its
+        # live leases (see _Tx._delivery_limit). This assumes one store per file at a time,
+        # which the single-writer design assumes anyway.
+        self._next_housekeeping = -math.inf
+        self._lease_ceilings: dict[int, int] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._writer is not None:
+            return
+        writer = _Writer(self._connect)
+        self._lease_ceilings.clear()  # the file may have changed while this store was closed
+        try:
+            key = await writer.start(_initialize)
+        except BaseException:
+            await writer.stop()
+            raise
+        self._codec = ReceiptCodec(key)
+        self._writer = writer
+
+    async def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            await writer.stop()
+
+    @property
+    def commit_count(self) -> int:
+        return self._writer.commits if self._writer is not None else 0
+
+    @property
+    def operation_count(self) -> int:
+        return self._writer.operations if self._writer is not None else 0
+
+    def _connect(self) -> sqlite3.Connection:
+        """Runs on the writer thread, which then owns the connection."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: the writer issues BEGIN/SAVEPOINT/COMMIT itself.
+        conn = sqlite3.connect(self.path, isolation_level=None, cached_statements=256)
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise RuntimeError(f"{self.path}: cannot use WAL journaling (got {mode!r})")
+            # FULL: the WAL is synced at every COMMIT, so a message is on disk when send returns.
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            # Another process (a backup, the CLI) may hold the lock for a moment.
+            conn.execute("PRAGMA busy_timeout = 5000")
+            conn.execute("PRAGMA cache_size = -65536")
+            conn.execute("PRAGMA temp_store = MEMORY")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _call(self, fn: Callable[[_Tx], T], weight: int = 1) -> T:
+        writer = self._writer
+        if writer is None or self._codec is None:
+            raise Unavailable("the SQLite store is not open")
+        codec = self._codec
+
+        def operation(conn: sqlite3.Connection) -> T:
+            tx = _Tx(conn, self.clock.now(), codec, self._lease_ceilings)
+            self._maybe_housekeep(tx)
+            return fn(tx)
+
+        return await writer.submit(operation, weight)
+
+    def _maybe_housekeep(self, tx: _Tx) -> None:
+        if tx.now < self._next_housekeeping:
+            return
+        more = tx.housekeep()
+        self._next_housekeeping = tx.now if more else tx.now + HOUSEKEEPING_SECONDS
+
+    # -- queues ------------------------------------------------------------------------------
+
+    async def create_queue(self, name: str, config: QueueConfig) -> QueueInfo:
+        return await self._call(lambda tx: tx.create_queue(name, config))
+
+    async def get_queue(self, name: str) -> QueueInfo:
+        return await self._call(lambda tx: tx.get_queue(name))
+
+    async def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueInfo]:
+        return await self._call(lambda tx: tx.list_queues(prefix, after, limit))
+
+    async def update_queue(self, name: str, config: QueueConfig) -> QueueInfo:
+        return await self._call(lambda tx: tx.update_queue(name, config))
+
+    async def delete_queue(self, name: str) -> None:
+        await self._call(lambda tx: tx.delete_queue(name))
+
+    async def purge_queue(self, name: str) -> int:
+        return await self._call(lambda tx: tx.purge_queue(name))
+
+    async def stats(self, name: str) -> QueueStats:
+        return await self._call(lambda tx: tx.stats(name))
+
+    # -- messages ----------------------------------------------------------------------------
+
+    async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
+        return await self._call(lambda tx: tx.send(name, messages), weight=len(messages))
+
+    async def receive(
+        self,
+        name: str,
+        max_messages: int,
+        visibility_timeout: float | None = None,
+        channel_filter: str = "",
+        attempt_id: str = "",
+    ) -> ReceiveOutcome:
+        return await self._call(
+            lambda tx: tx.receive(
+                name, max_messages, visibility_timeout, channel_filter, attempt_id
+            ),
+            weight=max_messages,
+        )
+
+    async def peek(
+        self,
+        name: str,
+        max_messages: int,
+        channel_filter: str = "",
+        include_leased: bool = False,
+        include_delayed: bool = False,
+        after: PeekCursor | None = None,
+    ) -> PeekPage:
+        return await self._call(
+            lambda tx: tx.peek(
+                name, max_messages, channel_filter, include_leased, include_delayed, after
+            ),
+            weight=max_messages,
+        )
+
+    async def change_visibility(
+        self, name: str, changes: list[VisibilityChange]
+    ) -> list[LeaseResult]:
+        return await self._call(lambda tx: tx.change_visibility(name, changes), weight=len(changes))
+
+    async def delete(
+        self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
+    ) -> DeleteOutcome:
+        return await self._call(
+            lambda tx: tx.delete(name, list(receipts), list(attempt_ids)),
+            weight=len(receipts) + len(attempt_ids),
+        )
+
+    async def update_message(
+        self,
+        name: str,
+        receipt: str,
+        body: bytes | None = None,
+        attributes: dict[str, str] | None = None,
+        visibility_timeout: float | None = None,
+    ) -> UpdatedMessage:
+        return await self._call(
+            lambda tx: tx.update_message(name, receipt, body, attributes, visibility_timeout)
+        )
+
+    async def redrive(
+        self,
+        name: str,
+        destination: str | None = None,
+        max_messages: int = 0,
+        channel_filter: str = "",
+    ) -> int:
+        return await self._call(
+            lambda tx: tx.redrive(name, destination, max_messages, channel_filter),
+            weight=max_messages or MAX_GROUP_WEIGHT,
+        )
+
+
