@@ -11,10 +11,16 @@ Example::
         client.delete("jobs", msg)
 
 ``AsyncQueueClient`` has the same methods as coroutines. Errors are ``LeaseqError`` s (see
-``leaseq.client.errors`` for the tree).
+``leaseq.client.errors`` for the tree). ``Consumer`` / ``AsyncConsumer`` run a handler over a
+queue with automatic lease extension (``leaseq.client.consumer``); ``send_arrow``,
+``receive_arrow`` and ``ack_arrow`` move ``pyarrow`` tables (``leaseq.client.arrow``; the
+schemas ``MESSAGE_SCHEMA``, ``SEND_RESULT_SCHEMA`` and ``ACK_RESULT_SCHEMA`` are importable from
+here, which loads pyarrow on first use).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .client import (
     DEFAULT_TARGET,
@@ -25,6 +31,7 @@ from .client import (
     QueueClient,
     TLSConfig,
 )
+from .consumer import AsyncConsumer, Backoff, Consumer, ConsumerStats
 from .errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -60,12 +67,34 @@ from .types import (
     VisibilityChange,
 )
 
+if TYPE_CHECKING:
+    from .arrow import ACK_RESULT_SCHEMA, MESSAGE_SCHEMA, SEND_RESULT_SCHEMA
+
+_ARROW_NAMES = frozenset({"ACK_RESULT_SCHEMA", "MESSAGE_SCHEMA", "SEND_RESULT_SCHEMA"})
+
+
+def __getattr__(name: str) -> Any:
+    # The Arrow schemas load pyarrow (a quarter of a second): only when first asked for.
+    if name in _ARROW_NAMES:
+        from . import arrow
+
+        return getattr(arrow, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "ACK_RESULT_SCHEMA",
     "DEFAULT_TARGET",
     "MAX_MESSAGE_SIZE",
+    "MESSAGE_SCHEMA",
+    "SEND_RESULT_SCHEMA",
+    "AsyncConsumer",
     "AsyncMessageStream",
     "AsyncQueueClient",
+    "Backoff",
     "ChannelStats",
+    "Consumer",
+    "ConsumerStats",
     "DeadlineExceeded",
     "DeleteResults",
     "EntryError",

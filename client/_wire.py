@@ -13,6 +13,9 @@ once. A driver is a few lines::
                 call = plan.send(invoke(call))   # invoke: the RPC, with retries
         except StopIteration as done:
             return done.value
+
+(the real drivers also ``plan.throw`` a failed call's ``LeaseqError`` into the plan, so a bulk
+plan can turn it into per-row results; plans that do not catch it simply let it through).
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ T = TypeVar("T")
 MAX_MESSAGE_SIZE = 64 * 1024 * 1024
 """Largest gRPC message the client sends or accepts (64 MiB). A batch of 10,000 messages or
 one 8 MiB message plus framing stays below it; gRPC's own default (4 MiB) would not."""
+
+MAX_BATCH = 10_000
+"""Most entries, receipts or messages one call may carry (API.md)."""
 
 MAX_WAIT_SECONDS = 30.0
 """The longest long-poll wait (API.md); a receive's deadline leaves room for it."""

@@ -15,12 +15,13 @@ Example::
             print(msg.text)
             client.delete("jobs", msg.receipt)
 
-Retries: a call that fails with UNAVAILABLE is retried with exponential backoff and jitter
-(``RetryPolicy``) when repeating it is safe: reads (get/list/stats/peek/receive), queue create
-and update, deletes of messages, visibility changes, and sends whose entries all carry a
-``dedup_id``. Deleting or purging a queue, plain sends, ``update_message`` and ``redrive`` are
-not retried, since a repeat after a lost answer would act twice or report wrongly. Retries are
-logged at DEBUG on the ``leaseq.client`` logger; the library never configures logging.
+Retries: a call that fails with UNAVAILABLE or DEADLINE_EXCEEDED is retried with exponential
+backoff and jitter (``RetryPolicy``) when repeating it is safe: reads
+(get/list/stats/peek/receive), queue create and update, deletes of messages, visibility
+changes, and sends whose entries all carry a ``dedup_id``. Deleting or purging a queue, plain
+sends, ``update_message`` and ``redrive`` are not retried, since a repeat after a lost answer
+would act twice or report wrongly. Retries are logged at DEBUG on the ``leaseq.client`` logger;
+the library never configures logging.
 """
 
 from __future__ import annotations
@@ -58,9 +59,15 @@ from .types import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from typing_extensions import Self, Unpack
 
+    from .arrow import ReceiptColumn
     from .types import QueueConfigOptions, SendOptions
+
+# pyarrow is imported by the Arrow methods on first use (``leaseq.client.arrow``): it takes a
+# quarter of a second, which every other user of the client (the CLI) need not pay.
+DEFAULT_BATCH_BYTES = 32 * 1024 * 1024  # == arrow.DEFAULT_BATCH_BYTES (checked by a test)
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -234,7 +241,8 @@ class QueueClient:
         target: ``host:port`` of the server.
         token: a bearer token, sent as ``authorization: Bearer <token>``.
         tls: None/False for plaintext, True for TLS with the system's roots, or a ``TLSConfig``.
-        retry: how to retry safe calls after UNAVAILABLE; None disables retries.
+        retry: how to retry safe calls after UNAVAILABLE or DEADLINE_EXCEEDED; None disables
+            retries.
         timeout: deadline in seconds of each attempt of a unary call (a receive gets its wait
             time on top); None for no deadline. Follow streams have none.
         options: extra gRPC channel options (they override the client's own).
@@ -281,13 +289,20 @@ class QueueClient:
     # -- driver -----------------------------------------------------------------------------
 
     def _run(self, plan: Plan[T]) -> T:
+        # A failed call is thrown into the plan: most plans let it through, a bulk plan may
+        # report the rows it concerns and return what earlier calls achieved.
         response: Any = None
+        error: LeaseqError | None = None
         while True:
             try:
-                call = plan.send(response)
+                call = plan.send(response) if error is None else plan.throw(error)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            response = self._invoke(call)
+            response, error = None, None
+            try:
+                response = self._invoke(call)
+            except LeaseqError as e:
+                error = e
 
     def _invoke(self, call: Call) -> Any:
         s = self._settings
@@ -557,6 +572,117 @@ class QueueClient:
             )
         )
 
+    # -- Arrow bulk path (see leaseq.client.arrow) ------------------------------------------
+
+    def send_arrow(
+        self,
+        queue: str,
+        table: pa.Table,
+        *,
+        body_column: str = "body",
+        attributes_column: str | None = "attributes",
+        channel_column: str | None = "channel",
+        delay_column: str | None = "delay",
+        ttl_column: str | None = "ttl",
+        dedup_id_column: str | None = "dedup_id",
+        id_column: str | None = "id",
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> pa.Table:
+        """Send every row of ``table`` as a message; returns one row per input row, in order
+        (``SEND_RESULT_SCHEMA``: id, message_id, duplicate, error_code, error_message).
+
+        ``body_column`` (binary or string) is required. The other columns are used when the
+        table has them under their default names (or the names given; None ignores one):
+        ``attributes`` (map<string, string> or a struct of strings), ``channel``,
+        ``delay``/``ttl`` (duration, or numbers of seconds), ``dedup_id``, and ``id`` (echoed
+        in the result instead of the row's position). Requests are cut at 10,000 rows or
+        ``max_batch_bytes``. A row that fails validation fails alone (its ``error_code``).
+        If the first request fails as a whole the error is raised; if a later one does, its
+        rows and the rest are reported as errors (``"outcome unknown"``/``"not sent"``) so the
+        rows already enqueued are not lost from the result. Requests are retried after
+        UNAVAILABLE only when every row carries a ``dedup_id``.
+
+        Example::
+
+            table = pa.table({"body": [b"a", b"b"], "dedup_id": ["order-1", "order-2"]})
+            results = client.send_arrow("jobs", table)
+            failed = results.filter(pc.is_valid(results["error_code"]))
+        """
+        from . import arrow
+
+        return self._run(
+            arrow.send_arrow(
+                queue,
+                table,
+                body_column=body_column,
+                attributes_column=attributes_column,
+                channel_column=channel_column,
+                delay_column=delay_column,
+                ttl_column=ttl_column,
+                dedup_id_column=dedup_id_column,
+                id_column=id_column,
+                max_batch_bytes=max_batch_bytes,
+            )
+        )
+
+    def receive_arrow(
+        self,
+        queue: str,
+        max_messages: int,
+        *,
+        visibility_timeout: DurationLike | None = None,
+        wait_time: DurationLike | None = None,
+        channel: str | None = None,
+        attempt_id: str | None = None,
+    ) -> pa.Table:
+        """Lease up to ``max_messages`` messages (any number: 10,000 per request) as a table
+        of ``MESSAGE_SCHEMA``. The first request waits up to ``wait_time`` for messages; the
+        next ones take only what is visible at once, and the receive stops at the first
+        request that comes back short. ``attempt_id`` (safe retries, exact re-reads, see
+        ``receive``) needs ``max_messages <= 10,000``. If a follow-up request fails, the
+        messages received so far are returned (they are leased to the caller).
+
+        Example::
+
+            table = client.receive_arrow("jobs", 50_000, visibility_timeout=300, wait_time=5)
+            process(table.column("body"))
+            client.ack_arrow("jobs", table)
+        """
+        from . import arrow
+
+        return self._run(
+            arrow.receive_arrow(
+                queue,
+                max_messages,
+                visibility_timeout=visibility_timeout,
+                wait_time=wait_time,
+                channel=channel,
+                attempt_id=attempt_id,
+            )
+        )
+
+    def ack_arrow(
+        self,
+        queue: str,
+        receipts: ReceiptColumn,
+        *,
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> pa.Table:
+        """Delete messages by receipt: a string array, a table with a ``receipt`` column
+        (e.g. ``receive_arrow``'s) or an iterable of strings. Returns (receipt, status) per
+        receipt (``ACK_RESULT_SCHEMA``; status ``"OK"``, ``"ALREADY_DELETED"``, ...). Requests
+        are cut at 10,000 receipts or ``max_batch_bytes`` and retried; an error is raised as a
+        whole (acking the same receipts again is harmless).
+
+        Example::
+
+            acked = client.ack_arrow("jobs", table.column("receipt"))
+            assert set(acked.column("status").to_pylist()) <= {"OK", "ALREADY_DELETED"}
+        """
+        from . import arrow
+
+        return self._run(arrow.ack_arrow(queue, receipts, max_batch_bytes=max_batch_bytes))
+
 
 # --- asyncio client --------------------------------------------------------------------------
 
@@ -676,13 +802,19 @@ class AsyncQueueClient:
     # -- driver -----------------------------------------------------------------------------
 
     async def _run(self, plan: Plan[T]) -> T:
+        # As QueueClient._run: a failed call is thrown into the plan.
         response: Any = None
+        error: LeaseqError | None = None
         while True:
             try:
-                call = plan.send(response)
+                call = plan.send(response) if error is None else plan.throw(error)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            response = await self._invoke(call)
+            response, error = None, None
+            try:
+                response = await self._invoke(call)
+            except LeaseqError as e:
+                error = e
 
     async def _invoke(self, call: Call) -> Any:
         s = self._settings
@@ -873,4 +1005,76 @@ class AsyncQueueClient:
             _wire.redrive(
                 queue, destination=destination, max_messages=max_messages, channel=channel
             )
+        )
+
+    # -- Arrow bulk path --------------------------------------------------------------------
+
+    async def send_arrow(
+        self,
+        queue: str,
+        table: pa.Table,
+        *,
+        body_column: str = "body",
+        attributes_column: str | None = "attributes",
+        channel_column: str | None = "channel",
+        delay_column: str | None = "delay",
+        ttl_column: str | None = "ttl",
+        dedup_id_column: str | None = "dedup_id",
+        id_column: str | None = "id",
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> pa.Table:
+        """See ``QueueClient.send_arrow``."""
+        from . import arrow
+
+        return await self._run(
+            arrow.send_arrow(
+                queue,
+                table,
+                body_column=body_column,
+                attributes_column=attributes_column,
+                channel_column=channel_column,
+                delay_column=delay_column,
+                ttl_column=ttl_column,
+                dedup_id_column=dedup_id_column,
+                id_column=id_column,
+                max_batch_bytes=max_batch_bytes,
+            )
+        )
+
+    async def receive_arrow(
+        self,
+        queue: str,
+        max_messages: int,
+        *,
+        visibility_timeout: DurationLike | None = None,
+        wait_time: DurationLike | None = None,
+        channel: str | None = None,
+        attempt_id: str | None = None,
+    ) -> pa.Table:
+        """See ``QueueClient.receive_arrow``."""
+        from . import arrow
+
+        return await self._run(
+            arrow.receive_arrow(
+                queue,
+                max_messages,
+                visibility_timeout=visibility_timeout,
+                wait_time=wait_time,
+                channel=channel,
+                attempt_id=attempt_id,
+            )
+        )
+
+    async def ack_arrow(
+        self,
+        queue: str,
+        receipts: ReceiptColumn,
+        *,
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> pa.Table:
+        """See ``QueueClient.ack_arrow``."""
+        from . import arrow
+
+        return await self._run(
+            arrow.ack_arrow(queue, receipts, max_batch_bytes=max_batch_bytes)
         )

@@ -18,6 +18,15 @@ EXPECTED = {
     "QueueClient",
     "RetryPolicy",
     "TLSConfig",
+    # consumer
+    "AsyncConsumer",
+    "Backoff",
+    "Consumer",
+    "ConsumerStats",
+    # Arrow schemas (loaded with pyarrow on first use)
+    "ACK_RESULT_SCHEMA",
+    "MESSAGE_SCHEMA",
+    "SEND_RESULT_SCHEMA",
     # values
     "ChannelStats",
     "DeleteResults",
@@ -78,9 +87,34 @@ def test_sync_and_async_clients_have_the_same_methods() -> None:
             assert inspect.iscoroutinefunction(getattr(AsyncQueueClient, name)), name
 
 
-def test_the_library_does_not_configure_logging() -> None:
-    logger = logging.getLogger("leaseq.client")
-    assert logger.handlers == [] or all(
-        type(h).__module__.startswith("tests.") for h in logger.handlers
+def test_sync_and_async_consumers_have_the_same_interface() -> None:
+    from leaseq.client import AsyncConsumer, Consumer
+
+    def public(cls: type) -> dict[str, list[str]]:
+        return {
+            name: list(inspect.signature(member).parameters)
+            for name, member in vars(cls).items()
+            if callable(member) and not name.startswith("_")
+        }
+
+    assert public(Consumer) == public(AsyncConsumer)
+    assert list(inspect.signature(Consumer).parameters) == list(
+        inspect.signature(AsyncConsumer).parameters
     )
-    assert logger.level in (logging.NOTSET, logging.DEBUG)
+    for name in ("start", "close", "wait"):
+        assert inspect.iscoroutinefunction(getattr(AsyncConsumer, name)), name
+
+
+def test_the_batch_byte_default_is_the_arrow_modules() -> None:
+    from leaseq.client import arrow, client
+
+    assert client.DEFAULT_BATCH_BYTES == arrow.DEFAULT_BATCH_BYTES
+
+
+def test_the_library_does_not_configure_logging() -> None:
+    for name in ("leaseq.client", "leaseq.client.consumer"):
+        logger = logging.getLogger(name)
+        assert logger.handlers == [] or all(
+            type(h).__module__.startswith("tests.") for h in logger.handlers
+        )
+        assert logger.level in (logging.NOTSET, logging.DEBUG)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterator
 
@@ -16,6 +17,7 @@ import pytest
 
 from leaseq.client import (
     AsyncQueueClient,
+    DeadlineExceeded,
     InvalidArgument,
     LeaseqError,
     QueueClient,
@@ -167,6 +169,28 @@ def test_attempts_are_bounded(on_retry: Callable[..., OnRetry]) -> None:
         with pytest.raises(Unavailable):
             client.get_queue("q")
     assert len(log.records) == 2  # 3 attempts, 2 waits
+
+
+@pytest.mark.parametrize("retry_deadline_exceeded", [True, False])
+def test_deadline_exceeded_is_retried_for_safe_calls(
+    on_retry: Callable[..., OnRetry], retry_deadline_exceeded: bool
+) -> None:
+    log = on_retry()
+    policy = RetryPolicy(
+        max_attempts=2, initial_backoff=0.001, retry_deadline_exceeded=retry_deadline_exceeded
+    )
+    # A listener that never answers: every attempt ends by its deadline.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        target = "127.0.0.1:%d" % silent.getsockname()[1]
+        with QueueClient(target, retry=policy, timeout=0.2) as client:
+            with pytest.raises(DeadlineExceeded):
+                client.get_queue("q")  # safe: retried when the policy says so
+            with pytest.raises(DeadlineExceeded):
+                client.send("q", "x")  # never retried: it might have been enqueued
+    expected = ["GetQueue failed with DEADLINE_EXCEEDED"] if retry_deadline_exceeded else []
+    assert [r.getMessage().split(" (")[0] for r in log.records] == expected
 
 
 def test_retry_none_disables_retries(on_retry: Callable[..., OnRetry]) -> None:
