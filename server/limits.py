@@ -1,0 +1,126 @@
+"""Limits that protect the server before any work is done (the ones not already in validation).
+
+- Request size: gRPC refuses a request over `MAX_GRPC_MESSAGE_BYTES` (64 MiB) with
+  RESOURCE_EXHAUSTED before it is parsed. That is far above the largest single entry
+  (`LARGEST_ENTRY_BYTES`: an 8 MiB message plus its id, channel and dedup id), so any one message
+  the queues accept can be sent and updated; a batch is limited by the sum (and 10,000 entries).
+- Streams per connection: HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS (`grpc.max_concurrent_streams`,
+  default 256): a client's further calls on that connection wait for a free stream.
+- Receive streams in total: at most `max_receive_streams` GetMessages calls (long polls and follow
+  streams) run at once in this server; the next one is refused with RESOURCE_EXHAUSTED (ErrorInfo
+  TOO_MANY_STREAMS, RetryInfo) at once, before it touches the store. A stream frees its slot the
+  moment it ends, is cancelled, or its deadline passes (gRPC cancels the handler then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from .errors import ERROR_DOMAIN
+from .service import MAX_GRPC_MESSAGE_BYTES, SERVICE_NAME
+from .validation import MAX_ATTEMPT_ID, MAX_CHANNEL, MAX_DEDUP_ID
+
+LARGEST_MESSAGE_BYTES = 8 * 1024 * 1024  # max_message_bytes' maximum (body + attributes)
+LARGEST_ENTRY_BYTES = LARGEST_MESSAGE_BYTES + MAX_CHANNEL + MAX_DEDUP_ID + MAX_ATTEMPT_ID + 4096
+"""An upper bound of one SendEntry / UpdateMessage request at the largest message size (framing
+and the entry id included, for ids up to a few KiB)."""
+
+assert MAX_GRPC_MESSAGE_BYTES >= LARGEST_ENTRY_BYTES, "one largest message must fit a request"
+
+GET_MESSAGES = f"/{SERVICE_NAME}/GetMessages"
+RETRY_AFTER = 1.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_receive_streams: int = 10_000
+    """GetMessages calls running at once in this server."""
+    max_streams_per_connection: int = 256
+    """Concurrent calls on one client connection (HTTP/2 streams)."""
+
+    def server_options(self) -> list[tuple[str, int]]:
+        return [("grpc.max_concurrent_streams", self.max_streams_per_connection)]
+
+
+def _too_many(limit: int) -> status_pb2.Status:
+    details = []
+    for detail in (
+        error_details_pb2.ErrorInfo(
+            reason="TOO_MANY_STREAMS", domain=ERROR_DOMAIN, metadata={"limit": str(limit)}
+        ),
+        error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(RETRY_AFTER))),
+    ):
+        packed = any_pb2.Any()
+        packed.Pack(detail)
+        details.append(packed)
+    return status_pb2.Status(
+        code=code_pb2.RESOURCE_EXHAUSTED,
+        message=f"the server runs {limit} receive streams, its limit: retry later",
+        details=details,
+    )
+
+
+class StreamLimiter(grpc.aio.ServerInterceptor):
+    """Counts running GetMessages calls and refuses those over the limit (module docstring).
+    Lives on the server's event loop."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("max_receive_streams must be at least 1")
+        self.limit = limit
+        self.active = 0
+        self.peak = 0  # the most that ran at once
+        self.started = 0
+        self.refused = 0
+        self._changed = asyncio.Event()
+
+    def _set(self, active: int) -> None:
+        self.active = active
+        self.peak = max(self.peak, active)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, predicate: Callable[[int], bool]) -> int:
+        """Until predicate(active) holds (tests wait for a cancelled stream's slot this way)."""
+        while not predicate(self.active):
+            await self._changed.wait()
+        return self.active
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Any],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        if details.method != GET_MESSAGES or handler is None or handler.unary_stream is None:
+            return handler
+        behaviour = handler.unary_stream
+
+        async def limited(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            if self.active >= self.limit:
+                self.refused += 1
+                await context.abort_with_status(rpc_status.to_status(_too_many(self.limit)))
+            self.started += 1
+            self._set(self.active + 1)
+            try:
+                async with aclosing(behaviour(request, context)) as responses:
+                    async for response in responses:
+                        yield response
+            finally:
+                self._set(self.active - 1)
+
+        return grpc.unary_stream_rpc_method_handler(
+            limited,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
