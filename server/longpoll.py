@@ -23,9 +23,12 @@ service reports the keys; a `LeaseRegistry` maps (queue, key) to the stream that
 when the lease ends (a timer at the earliest lease end). ChangeVisibility moves a lease's end.
 Deliveries with visibility_timeout 0 make no lease and are not tracked.
 
-Limits: signals are in-process. With several server replicas over one shared store, a send on
-another replica does not wake this one's waiters (they still wake at their timers and deadline);
-that store needs a notification channel of its own (e.g. PostgreSQL LISTEN/NOTIFY).
+Several server replicas over one shared store: signals are in-process, so a send through another
+replica reaches this one's waiters only through the store. A store that is a `ChangeFeed`
+(PostgreSQL: LISTEN/NOTIFY) reports such changes, and `app.build` subscribes `store_changed` to it:
+the queue's waiters look again, as after a local send. Flow control still counts only the
+settlements made through this replica: a lease of this replica's follow stream that is acked
+through another one is settled here when it would have ended.
 """
 
 from __future__ import annotations
@@ -264,6 +267,14 @@ class LongPoll:
     def wake_all(self) -> None:
         """Every waiter looks again (used when a test's fake clock jumps)."""
         self._signals.notify_all()
+
+    def store_changed(self, queue: str | None) -> None:
+        """The store reports a change made elsewhere (`store.base.ChangeFeed`): the queue's
+        waiters look again; None: every waiter does (changes may have gone unreported)."""
+        if queue is None:
+            self._signals.notify_all()
+        else:
+            self._signals.notify(queue)
 
     def drain(self) -> None:
         """Follow streams end, waiting long polls answer now with what they have."""

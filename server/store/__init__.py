@@ -2,13 +2,14 @@
 
 - ``memory://``                     the reference implementation; nothing survives a restart
 - ``sqlite:///relative/or/abs.db``  the embedded default: one durable file (WAL)
-- ``postgresql://...``              many server replicas over one database (later)
+- ``postgresql://...``              many server replicas over one database; query parameters
+                                    ``schema``, ``pool_min``, ``pool_max`` (see postgres.py)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ..clock import Clock
 from .base import Store
@@ -29,7 +30,25 @@ def open_store(url: str, clock: Clock | None = None) -> Store:
         if not path or path == "/":
             raise ValueError(f"store URL {url!r} names no file")
         return _sqlite(Path(path), clock)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from .postgres import PostgresStore
+        except ImportError as error:  # the [postgres] extra is not installed
+            raise ValueError(
+                f"the PostgreSQL store needs psycopg: pip install 'leaseq[postgres]' ({error})"
+            ) from error
+        return PostgresStore.from_url(url, clock=clock)
     raise ValueError(f"unknown store URL {url!r}: use memory://, sqlite:///path or postgresql://")
+
+
+def redact_url(url: str) -> str:
+    """The store URL without a password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def _sqlite(path: Path, clock: Clock | None) -> Store:
@@ -38,4 +57,4 @@ def _sqlite(path: Path, clock: Clock | None) -> Store:
     return SqliteStore(path, clock=clock)
 
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_store", "redact_url"]

@@ -78,6 +78,7 @@ limited.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -439,4 +440,22 @@ class Store(Protocol):
         leased, source_queue cleared, receipt_seq + 1, expires_at = now + the destination's
         retention; it keeps message_id, body, attributes, channel, enqueued_at, last_error.
         QueueNotFound for a missing name or destination. Returns how many moved."""
+        ...
+
+
+ChangeListener = Callable[[str | None], None]
+"""Called with a queue's name when something changed it elsewhere (another server process over
+the same store) that may let a waiting receiver make progress: a send, a release, a redrive, ...;
+called with None when such changes may have gone unreported (e.g. the store's notification channel
+was down for a while), meaning "look at every queue again"."""
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """Optional, for stores shared by several server processes (PostgreSQL): reports changes made
+    through the other processes, so that their long polls wake here too. A store used by one
+    process only needs none: the service sees every change itself."""
+
+    def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call listener on the event loop that opened the store; returns an unsubscribe."""
         ...

@@ -27,9 +27,18 @@ CHANNEL_OPTIONS = [
 SAFETY_TIMEOUT = 10.0
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def server(request, tmp_path) -> Iterator[RunningServer]:
-    """The service over each store: the service's behaviour must not depend on the backend."""
+    """The service over each store: the service's behaviour must not depend on the backend.
+    PostgreSQL: a schema of this test's own (skipped when unreachable, unless
+    LEASEQ_REQUIRE_POSTGRES=1), dropped afterwards."""
+    if request.param == "postgres":
+        from tests.support.postgres import fresh_schema, store_url
+
+        with fresh_schema() as schema:
+            with running_server(store_url(schema, pool_min=1, pool_max=4)) as running:
+                yield running
+        return
     url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'leaseq.db'}"
     with running_server(url) as running:
         yield running

@@ -1,0 +1,123 @@
+"""Schema creation and migration on open: versioned, one replica at a time, refused when newer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from leaseq.server.store import open_store
+from leaseq.server.store import postgres as pg
+from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig
+from leaseq.server.store.postgres import PostgresStore
+from tests.support.postgres import connect, store_url
+
+
+def _tables(schema: str) -> set[str]:
+    with connect() as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+        ).fetchall()
+    return {name for (name,) in rows}
+
+
+def _meta(schema: str, name: str) -> bytes | None:
+    with connect() as conn:
+        row = conn.execute(f'SELECT value FROM "{schema}".meta WHERE name = %s', (name,)).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+async def test_replicas_starting_at_once_create_the_schema_once(schema: str, url: str) -> None:
+    stores = [PostgresStore.from_url(url) for _ in range(5)]
+    # All at once on a schema that does not exist yet: the advisory lock makes them take turns;
+    # the first creates everything, the others find it done (no "already exists" errors).
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        assert _tables(schema) == {
+            "meta", "queues", "queue_counters", "messages", "tombstones", "dedup", "attempts"
+        }
+        assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
+        # One signing key, shared: every replica accepts every replica's receipts.
+        await stores[0].create_queue("q", QueueConfig())
+        await stores[1].send("q", [NewMessage(body=b"m")])
+        [message] = (await stores[2].receive("q", 1, 60.0)).messages
+        outcome = await stores[3].delete("q", [message.receipt])
+        assert outcome.results[0].status is LeaseStatus.OK
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_reopening_keeps_data_and_key(schema: str, url: str) -> None:
+    first = PostgresStore.from_url(url)
+    await first.open()
+    await first.create_queue("q", QueueConfig())
+    await first.send("q", [NewMessage(body=b"m")])
+    [message] = (await first.receive("q", 1, 60.0)).messages
+    await first.close()
+    key = _meta(schema, "receipt_signing_key")
+
+    again = PostgresStore.from_url(url)
+    await again.open()
+    try:
+        assert _meta(schema, "receipt_signing_key") == key
+        outcome = await again.delete("q", [message.receipt])
+        assert outcome.results[0].status is LeaseStatus.OK
+    finally:
+        await again.close()
+
+
+async def test_a_schema_newer_than_the_code_is_refused(schema: str, url: str) -> None:
+    store = PostgresStore.from_url(url)
+    await store.open()
+    await store.close()
+    with connect() as conn:
+        conn.execute(
+            f"UPDATE \"{schema}\".meta SET value = %s WHERE name = 'schema_version'",
+            (str(pg.SCHEMA_VERSION + 1).encode(),),
+        )
+    newer = PostgresStore.from_url(url)
+    with pytest.raises(RuntimeError, match="version"):
+        await newer.open()
+
+
+async def test_a_failed_migration_leaves_nothing_behind(schema: str, url: str, monkeypatch) -> None:
+    # A migration whose last statement fails: the whole transaction rolls back, so a fixed
+    # release starts again from a clean slate instead of from half a schema.
+    broken = [(pg.SCHEMA_VERSION, pg.MIGRATIONS[0][1] + ["SELECT * FROM no_such_table"])]
+    monkeypatch.setattr(pg, "MIGRATIONS", broken)
+    store = PostgresStore.from_url(url)
+    with pytest.raises(Exception, match="no_such_table"):
+        await store.open()
+    assert _tables(schema) == set()
+
+
+def test_store_urls() -> None:
+    settings = pg.parse_url(
+        "postgresql://u:pw@db.example:6432/app?schema=tenant_1&pool_min=3&pool_max=20"
+        "&sslmode=require&application_name=worker"
+    )
+    assert settings.schema == "tenant_1"
+    assert (settings.pool_min, settings.pool_max) == (3, 20)
+    assert settings.conninfo == (
+        "postgresql://u:pw@db.example:6432/app?sslmode=require&application_name=worker"
+    )
+    defaults = pg.parse_url("postgres://localhost/app")
+    assert (defaults.schema, defaults.pool_min, defaults.pool_max) == (
+        pg.DEFAULT_SCHEMA, pg.DEFAULT_POOL_MIN, pg.DEFAULT_POOL_MAX
+    )
+    assert pg.parse_url("postgresql://h/db?pool_min=30").pool_max == 30
+    for bad in ("schema=Upper", "schema=1x", "schema=a-b", "pool_min=x", "pool_min=5&pool_max=2"):
+        with pytest.raises(ValueError):
+            pg.parse_url(f"postgresql://h/db?{bad}")
+    assert isinstance(open_store("postgresql://h/db?schema=s"), PostgresStore)
+    assert pg.with_pool_size("postgresql://h/db?schema=s&pool_max=3", 1, 9) == (
+        "postgresql://h/db?schema=s&pool_min=1&pool_max=9"
+    )
+
+
+def test_serve_flags_size_the_pool() -> None:
+    from leaseq.cli.serve_cmd import _with_pool_size
+
+    url = store_url("s")
+    assert pg.parse_url(_with_pool_size(url, 1, 7)).pool_max == 7
+    assert _with_pool_size("sqlite:///x.db", 1, 7) == "sqlite:///x.db"
