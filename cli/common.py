@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from leaseq.client import DEFAULT_TARGET, QueueClient
+from leaseq.client import DEFAULT_TARGET, QueueClient, TLSConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +38,7 @@ DURATION = DurationType()
 
 
 def client_options(func: F) -> F:
-    """Add --target, --token and --json to a command; it receives ``client_args`` (a dict of
+    """Add --target, --token, the --tls* options and --json to a command; it receives ``client_args`` (a dict of
     QueueClient arguments) and ``as_json``."""
 
     @click.option(
@@ -55,10 +55,42 @@ def client_options(func: F) -> F:
         default=None,
         help="Bearer token",
     )
+    @click.option(
+        "--tls", is_flag=True, envvar="LEASEQ_TLS", show_envvar=True,
+        help="Use TLS (trusting the system's CAs unless --tls-ca).",
+    )
+    @click.option(
+        "--tls-ca", metavar="FILE", envvar="LEASEQ_TLS_CA", show_envvar=True,
+        help="CA (PEM) to trust for the server's certificate; implies --tls.",
+    )
+    @click.option(
+        "--tls-client-cert", metavar="FILE", envvar="LEASEQ_TLS_CLIENT_CERT", show_envvar=True,
+        help="Client certificate (PEM) for mutual TLS; implies --tls.",
+    )
+    @click.option(
+        "--tls-client-key", metavar="FILE", envvar="LEASEQ_TLS_CLIENT_KEY", show_envvar=True,
+        help="Key (PEM) of --tls-client-cert.",
+    )
     @click.option("as_json", "--json", is_flag=True, help="Print one JSON document.")
     @functools.wraps(func)
-    def wrapper(*args: Any, target: str, token: str | None, **kwargs: Any) -> Any:
-        return func(*args, client_args={"target": target, "token": token}, **kwargs)
+    def wrapper(
+        *args: Any,
+        target: str,
+        token: str | None,
+        tls: bool,
+        tls_ca: str | None,
+        tls_client_cert: str | None,
+        tls_client_key: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        client_args: dict[str, Any] = {"target": target, "token": token}
+        if bool(tls_client_cert) != bool(tls_client_key):
+            raise click.UsageError("--tls-client-cert and --tls-client-key go together")
+        if tls or tls_ca or tls_client_cert:
+            client_args["tls"] = TLSConfig.from_files(
+                ca=tls_ca, cert=tls_client_cert, key=tls_client_key
+            )
+        return func(*args, client_args=client_args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

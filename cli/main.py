@@ -20,6 +20,7 @@ import click
 
 from leaseq.client import LeaseqError
 
+from .auth_cmd import auth_group
 from .message_cmds import peek, receive, redrive, send
 from .queue_cmds import queue_group
 from .serve_cmd import serve
@@ -47,6 +48,7 @@ cli.add_command(send)
 cli.add_command(receive)
 cli.add_command(peek)
 cli.add_command(redrive)
+cli.add_command(auth_group)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,18 +11,14 @@ from typing import Any, TypeVar
 
 import click
 
+from .common import DURATION
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_STORE = "sqlite:///./leaseq-data/leaseq.db"
 DEFAULT_LISTEN = "127.0.0.1:50051"
 
 log = logging.getLogger("leaseq.cli")
-
-# Options API.md promises whose features the server does not have yet. They are accepted by the
-# parser (so scripts written against the documented interface fail clearly, not with "no such
-# option"), and refused when given, rather than silently serving without TLS or auth.
-_NOT_YET = ("metrics_listen", "auth_policy", "tls_cert", "tls_key", "tls_client_ca")
-
 
 def is_loopback(listen: str) -> bool:
     host = listen.rpartition(":")[0].strip("[]")
@@ -45,7 +41,20 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
 
 @click.command("serve")
 @_option(
-    "--store", default=DEFAULT_STORE, show_default=True, help="sqlite:///path.db or memory://"
+    "--store",
+    default=DEFAULT_STORE,
+    show_default=True,
+    help="sqlite:///path.db, memory:// or postgresql://user@host/db?schema=NAME",
+)
+@_option(
+    "--pool-min",
+    type=click.IntRange(min=0),
+    help="PostgreSQL store: connections the pool keeps open (default 2).",
+)
+@_option(
+    "--pool-max",
+    type=click.IntRange(min=1),
+    help="PostgreSQL store: most connections the pool opens (default 10).",
 )
 @_option(
     "--listen",
@@ -54,11 +63,49 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     metavar="HOST:PORT",
     help="Address of the gRPC port (port 0 picks a free one).",
 )
-@_option("--metrics-listen", metavar="HOST:PORT", help="Metrics address (not supported yet).")
-@_option("--auth-policy", metavar="FILE", help="Token policy file (not supported yet).")
-@_option("--tls-cert", metavar="FILE", help="Server certificate (not supported yet).")
-@_option("--tls-key", metavar="FILE", help="Server key (not supported yet).")
-@_option("--tls-client-ca", metavar="FILE", help="CA of client certificates (not supported yet).")
+@_option(
+    "--metrics-listen",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
+)
+@_option(
+    "--health-listen",
+    metavar="HOST:PORT",
+    help="Also serve grpc.health.v1 alone, in plaintext, on this address (probes that can do "
+    "neither TLS nor auth, e.g. Kubernetes grpc probes with mutual TLS on --listen).",
+)
+@_option(
+    "--max-connection-age",
+    type=DURATION,
+    default=None,
+    help="Close each client connection after this long (it reconnects, maybe to another "
+    "replica behind a load balancer): spreads clients over replicas. Off by default.",
+)
+@_option(
+    "--max-connection-age-grace",
+    type=DURATION,
+    default=None,
+    help="Time calls in progress keep on an aged-out connection [default: 35s].",
+)
+@_option(
+    "--auth-policy",
+    metavar="FILE",
+    help="Token/certificate policy (TOML, or YAML/JSON by extension); re-read on SIGHUP or change.",
+)
+@_option("--tls-cert", metavar="FILE", help="Server certificate chain (PEM): serve TLS.")
+@_option("--tls-key", metavar="FILE", help="Server private key (PEM), with --tls-cert.")
+@_option(
+    "--tls-client-ca",
+    metavar="FILE",
+    help="CA (PEM) of client certificates: mutual TLS, a certificate may name the principal.",
+)
+@_option(
+    "--max-receive-streams",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="GetMessages calls running at once; more get RESOURCE_EXHAUSTED.",
+)
 @_option(
     "--allow-unauthenticated",
     is_flag=True,
@@ -78,20 +125,35 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     show_default=True,
     help="Log verbosity (logs go to stderr).",
 )
+@_option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "text"], case_sensitive=False),
+    default="auto",
+    show_default=True,
+    help="auto: one JSON object per line unless stderr is a terminal.",
+)
 def serve(
     store: str,
     listen: str,
     allow_unauthenticated: bool,
     grace: float,
     log_level: str,
-    **not_yet: str | None,
+    auth_policy: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_client_ca: str | None,
+    max_receive_streams: int,
+    pool_min: int | None,
+    pool_max: int | None,
+    metrics_listen: str | None,
+    health_listen: str | None,
+    max_connection_age: float | None,
+    max_connection_age_grace: float | None,
+    log_format: str,
 ) -> None:
     """Serve the queue service (gRPC, health, reflection) until SIGTERM or Ctrl-C."""
-    for name in _NOT_YET:
-        if not_yet.get(name):
-            flag = "--" + name.replace("_", "-")
-            raise click.UsageError(f"{flag} is not supported yet")
-    if not allow_unauthenticated and not is_loopback(listen):
+    security = _security(auth_policy, tls_cert, tls_key, tls_client_ca)
+    if not allow_unauthenticated and not security.authenticates and not is_loopback(listen):
         # API.md: without auth, only loopback unless the operator says so explicitly.
         raise click.UsageError(
             f"{listen} is not a loopback address and authentication is off: "
@@ -99,20 +161,33 @@ def serve(
         )
 
     # The command line is an application: it may configure logging (the library never does).
-    logging.basicConfig(
-        level=log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from leaseq.server.logs import configure_logging
+
+    configure_logging(log_level, log_format.lower(), sys.stderr)
     host = listen.rpartition(":")[0]
 
     def ready(port: int) -> None:
         log.info("listening on %s:%d", host, port)
 
+    store = _with_pool_size(store, pool_min, pool_max)
     from leaseq.server.app import serve as run_server
+    from leaseq.server.limits import Limits
 
     try:
-        asyncio.run(run_server(store, listen, grace=grace, ready=ready))
+        asyncio.run(
+            run_server(
+                store,
+                listen,
+                grace=grace,
+                ready=ready,
+                security=security,
+                limits=Limits(max_receive_streams=max_receive_streams),
+                health_listen=health_listen,
+                metrics_listen=metrics_listen,
+                max_connection_age=max_connection_age,
+                max_connection_age_grace=max_connection_age_grace,
+            )
+        )
     except KeyboardInterrupt:  # a second Ctrl-C while draining
         sys.exit(130)
     except (ValueError, RuntimeError, OSError) as e:
@@ -122,3 +197,50 @@ def serve(
         log.debug("the server failed", exc_info=True)
         raise click.ClickException(str(e)) from e
     log.info("stopped")
+
+
+def _security(
+    auth_policy: str | None, tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None
+) -> Any:
+    """The server's auth.Security from the flags; UsageError/ClickException for bad ones (a
+    policy file that does not load, a key that does not match its certificate)."""
+    from leaseq.server.auth import PolicyError, PolicyFile, Security, TLSFiles
+
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    if tls_client_ca and not tls_cert:
+        raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS)")
+    tls = None
+    if tls_cert and tls_key:
+        from pathlib import Path
+
+        from leaseq.server.tls import check_files
+
+        tls = TLSFiles(Path(tls_cert), Path(tls_key), Path(tls_client_ca) if tls_client_ca else None)
+        try:
+            check_files(tls)
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
+    policy = None
+    if auth_policy:
+        try:
+            policy = PolicyFile(auth_policy)
+        except PolicyError as e:
+            raise click.ClickException(str(e)) from None
+    return Security(policy=policy, tls=tls)
+
+
+def _with_pool_size(store: str, pool_min: int | None, pool_max: int | None) -> str:
+    """--pool-min/--pool-max go into a PostgreSQL store URL (its pool_min/pool_max parameters);
+    other stores have no pool and ignore them."""
+    if pool_min is None and pool_max is None:
+        return store
+    if not store.startswith(("postgresql:", "postgres:")):
+        return store
+    try:
+        from leaseq.server.store.postgres import with_pool_size
+    except ImportError as e:
+        raise click.ClickException(
+            f"the PostgreSQL store needs pip install 'leaseq[postgres]': {e}"
+        ) from e
+    return with_pool_size(store, pool_min, pool_max)

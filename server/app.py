@@ -1,15 +1,18 @@
 """Build the grpc.aio server, serve it, and drain it on SIGTERM/SIGINT.
 
-Served: leaseq.v1.QueueService, grpc.health.v1.Health (overall "" and per service
-"leaseq.v1.QueueService"), and server reflection.
+Served: leaseq.v1.QueueService, grpc.health.v1.Health (overall "", per service
+"leaseq.v1.QueueService", and LIVENESS_SERVICE), and server reflection. Optionally health alone
+on a second plaintext port (health_listen), and Prometheus metrics (metrics.py). Every RPC goes
+through the request-id/access-log interceptor (logs.py) and, with metrics, the metrics one.
 
 Shutdown (`LeaseqServer.shutdown`), in this order, so a load balancer and every client learn of
 it before connections close:
-1. health turns NOT_SERVING at once;
+1. health turns NOT_SERVING at once (LIVENESS_SERVICE excepted); health Watch streams end;
 2. the service drains: new RPCs get UNAVAILABLE with RetryInfo, follow streams end cleanly (OK),
    waiting long polls answer now with what they have;
-3. `server.stop(grace)`: RPCs in progress get up to `grace` seconds to finish;
-4. (serve) the store is closed.
+3. `server.stop(grace)`: RPCs in progress get up to `grace` seconds to finish; then the health
+   port closes;
+4. (serve) the metrics endpoint and the store are closed.
 """
 
 from __future__ import annotations
@@ -25,9 +28,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from .auth import Security
+from .limits import Limits, StreamLimiter
+from .logs import RequestLogInterceptor
+from .metrics import Metrics
 from .service import MAX_GRPC_MESSAGE_BYTES, SERVICE_NAME, QueueService, add_to_server
-from .store import open_store
-from .store.base import Store
+from .store import open_store, redact_url
+from .store.base import ChangeFeed, Store
 
 log = logging.getLogger(__name__)
 
@@ -37,17 +44,59 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
 ]
 
-_HEALTH_NAMES = ("", SERVICE_NAME)
+LIVENESS_SERVICE = "liveness"
+"""A health name that stays SERVING while the process runs, through the drain too: a liveness
+probe asks for it, so a draining server is taken out of rotation (readiness: "" or the service
+name turn NOT_SERVING) but never restarted for draining."""
+
+_HEALTH_NAMES = ("", SERVICE_NAME, LIVENESS_SERVICE)
 
 
 class _Health(health_aio.HealthServicer):
     """The stock aio health servicer, born SERVING for our names: its `set` is a coroutine, and
-    the server must answer SERVING from its first RPC, before any coroutine could run."""
+    the server must answer SERVING from its first RPC, before any coroutine could run.
+
+    On drain every name but LIVENESS_SERVICE turns NOT_SERVING, and Watch streams end once they
+    have sent the last status: the stock Watch never ends, so every client watching health (gRPC
+    client-side health checking does) would hold the shutdown for the whole grace period."""
 
     def __init__(self) -> None:
         super().__init__()
         for name in _HEALTH_NAMES:
             self._server_status[name] = health_pb2.HealthCheckResponse.SERVING
+
+    async def enter_graceful_shutdown(self) -> None:
+        if self._gracefully_shutting_down:
+            return
+        self._gracefully_shutting_down = True  # before the notifies: Watch reads it
+        for name in list(self._server_status):
+            status = self._server_status[name]
+            if name != LIVENESS_SERVICE:
+                status = health_pb2.HealthCheckResponse.NOT_SERVING
+            await self._set(name, status)
+
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context) -> None:
+        service = request.service
+        condition = self._server_watchers[service]
+        self._watcher_count_by_service[service] += 1
+        last = None
+        try:
+            async with condition:
+                while True:
+                    status = self._server_status.get(
+                        service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+                    )
+                    if status != last:
+                        await context.write(health_pb2.HealthCheckResponse(status=status))
+                        last = status
+                    if self._gracefully_shutting_down:
+                        return
+                    await condition.wait()
+        finally:
+            self._watcher_count_by_service[service] -= 1
+            if self._watcher_count_by_service[service] == 0:
+                del self._server_watchers[service]
+                del self._watcher_count_by_service[service]
 
 
 @dataclass
@@ -58,9 +107,17 @@ class LeaseqServer:
     port: int
     service: QueueService
     health: _Health
+    stream_limiter: StreamLimiter | None = None
+    # A second, plaintext port serving only grpc.health.v1 (build's health_listen), for probes
+    # that can do neither TLS nor auth; it answers until the main server has stopped.
+    health_server: grpc.aio.Server | None = None
+    health_port: int | None = None
+    metrics: Metrics | None = None
 
     async def start(self) -> None:
         await self.server.start()
+        if self.health_server is not None:
+            await self.health_server.start()
 
     async def drain(self) -> None:
         """Steps 1 and 2 of the module docstring; the server keeps running."""
@@ -70,13 +127,54 @@ class LeaseqServer:
     async def shutdown(self, grace: float) -> None:
         await self.drain()
         await self.server.stop(grace)
+        await self.stop_now()
+
+    async def stop_now(self) -> None:
+        """Stop both ports at once (calls still running are cancelled)."""
+        await self.server.stop(0)
+        if self.health_server is not None:
+            await self.health_server.stop(0)
 
 
-def build(store: Store, listen: str) -> LeaseqServer:
+def build(
+    store: Store,
+    listen: str,
+    *,
+    security: Security | None = None,
+    limits: Limits | None = None,
+    health_listen: str | None = None,
+    metrics: Metrics | None = None,
+    max_connection_age: float | None = None,
+    max_connection_age_grace: float | None = None,
+) -> LeaseqServer:
     """Build the server on an opened store; listen is "host:port" (port 0 picks a free one).
-    Call from the event loop that will run it."""
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    Call from the event loop that will run it.
+
+    security: TLS files and the auth policy (`auth.Security`); None serves plaintext, open.
+    limits: stream caps (`limits.Limits`).
+    health_listen: also serve grpc.health.v1 alone, in plaintext, on this address.
+    metrics: count RPCs (an interceptor) and report the store's queues (`metrics.Metrics`).
+    max_connection_age (+ _grace), seconds: connection_options()."""
+    limits = limits or Limits()
+    # Request ids and the access log first (outermost): they cover refused calls too, and the
+    # id is set before anything else logs. Then metrics (they count refusals). Then auth: an
+    # unauthenticated call takes no receive-stream slot.
+    stream_limiter = StreamLimiter(limits.max_receive_streams)
+    interceptors: list[grpc.aio.ServerInterceptor] = [RequestLogInterceptor()]
+    if metrics is not None:
+        interceptors.append(metrics.interceptor())
+        metrics.watch_store(store, asyncio.get_running_loop())
+    interceptors += [*(security.interceptors() if security else ()), stream_limiter]
+    server = grpc.aio.server(
+        options=SERVER_OPTIONS
+        + limits.server_options()
+        + connection_options(max_connection_age, max_connection_age_grace),
+        interceptors=interceptors,
+    )
     service = QueueService(store)
+    if isinstance(store, ChangeFeed):
+        # Replicas over one store: sends through the others wake this one's long polls too.
+        store.subscribe(service.longpoll.store_changed)
     add_to_server(service, server)
     health = _Health()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
@@ -85,10 +183,50 @@ def build(store: Store, listen: str) -> LeaseqServer:
          reflection.SERVICE_NAME),
         server,
     )
-    port = server.add_insecure_port(listen)
+    credentials = security.credentials() if security else None
+    if credentials is not None:
+        port = server.add_secure_port(listen, credentials)
+    else:
+        port = server.add_insecure_port(listen)
     if port == 0:
         raise RuntimeError(f"cannot listen on {listen!r}")
-    return LeaseqServer(server, port, service, health)
+    health_server, health_port = None, None
+    if health_listen:
+        health_server = grpc.aio.server()
+        health_pb2_grpc.add_HealthServicer_to_server(health, health_server)
+        health_port = health_server.add_insecure_port(health_listen)
+        if health_port == 0:
+            raise RuntimeError(f"cannot listen on {health_listen!r}")
+    return LeaseqServer(
+        server, port, service, health, stream_limiter, health_server, health_port, metrics
+    )
+
+
+DEFAULT_CONNECTION_AGE_GRACE = 35.0
+"""Seconds a connection past its max age keeps for calls in progress: a long poll (30 s at most)
+finishes; gRPC's own default (no limit) would let a follow stream pin its replica forever."""
+
+
+def connection_options(
+    max_age: float | None, grace: float | None = None
+) -> list[tuple[str, int]]:
+    """gRPC server options that close each client connection after max_age seconds (GOAWAY,
+    then calls still running get grace more seconds before the connection is cut).
+
+    Why: HTTP/2 keeps a client on the one server replica it connected to, however many replicas
+    are added later; an aged-out connection makes the client reconnect through the Service and
+    land anywhere, so load spreads over replicas without client-side balancing. gRPC adds +-10%
+    jitter to the age, so replicas are not all left at once. Follow streams are cut at age +
+    grace and must be re-opened (the client's retry does); long polls (at most 30 s) finish
+    within a grace of 30 s or more."""
+    if not max_age:
+        return []
+    if grace is None:
+        grace = DEFAULT_CONNECTION_AGE_GRACE
+    return [
+        ("grpc.max_connection_age_ms", int(max_age * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(grace * 1000)),
+    ]
 
 
 def build_server(store: Store, listen: str) -> tuple[grpc.aio.Server, int]:
@@ -104,15 +242,39 @@ async def serve(
     grace: float = 10.0,
     ready: Callable[[int], object] | None = None,
     stop: asyncio.Event | None = None,
+    security: Security | None = None,
+    limits: Limits | None = None,
+    health_listen: str | None = None,
+    metrics_listen: str | None = None,
+    max_connection_age: float | None = None,
+    max_connection_age_grace: float | None = None,
 ) -> None:
     """Open the store, serve until SIGTERM/SIGINT (or `stop` is set), then drain and close.
 
-    ready(port) is called once the server accepts RPCs (the port matters with ":0")."""
+    ready(port) is called once the server accepts RPCs (the port matters with ":0").
+    health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
+    /metrics over HTTP; max_connection_age (+ _grace): `connection_options`."""
     store = open_store(store_url)
     await store.open()
+    endpoint = None
     try:
-        built = build(store, listen)
+        metrics = Metrics(process=True) if metrics_listen else None
+        built = build(
+            store,
+            listen,
+            security=security,
+            limits=limits,
+            health_listen=health_listen,
+            metrics=metrics,
+            max_connection_age=max_connection_age,
+            max_connection_age_grace=max_connection_age_grace,
+        )
         await built.start()
+        if metrics is not None and metrics_listen:
+            endpoint = metrics.serve_http(metrics_listen)
+            log.info("metrics on port %d", endpoint.port)
+        if built.health_port is not None:
+            log.info("health on port %d", built.health_port)
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         installed = []
@@ -123,8 +285,17 @@ async def serve(
             except (NotImplementedError, RuntimeError):
                 # Not the main thread (or not Unix): the caller stops us through `stop`.
                 pass
+        reload_policy = getattr(security.policy if security else None, "request_reload", None)
+        if reload_policy is not None:
+            try:  # SIGHUP re-reads the auth policy file (auth.PolicyFile)
+                loop.add_signal_handler(signal.SIGHUP, reload_policy)
+                installed.append(signal.SIGHUP)
+            except (NotImplementedError, RuntimeError, AttributeError):
+                pass
         try:
-            log.info("serving %s on port %d (store %s)", SERVICE_NAME, built.port, store_url)
+            log.info(
+                "serving %s on port %d (store %s)", SERVICE_NAME, built.port, redact_url(store_url)
+            )
             if ready is not None:
                 ready(built.port)
             await stop.wait()
@@ -134,6 +305,8 @@ async def serve(
             for signum in installed:
                 loop.remove_signal_handler(signum)
             # Makes sure the listener is gone even if the wait above was cancelled.
-            await built.server.stop(0)
+            await built.stop_now()
     finally:
+        if endpoint is not None:
+            await asyncio.to_thread(endpoint.close)
         await store.close()

@@ -78,18 +78,9 @@ def test_serve_subprocess_with_sqlite_until_sigterm(tmp_path: Path) -> None:
     assert message_id
 
 
-@pytest.mark.parametrize(
-    "flag", ["--metrics-listen", "--auth-policy", "--tls-cert", "--tls-key", "--tls-client-ca"]
-)
-def test_features_not_there_yet_are_refused(flag: str) -> None:
-    result = CliRunner().invoke(cli, ["serve", flag, "x"])
-    assert result.exit_code == 2
-    assert f"{flag} is not supported yet" in result.output
-
-
-def test_not_supported_flags_read_the_environment_too() -> None:
+def test_tls_flags_read_the_environment_too() -> None:
     result = CliRunner().invoke(cli, ["serve"], env={"LEASEQ_TLS_CERT": "cert.pem"})
-    assert result.exit_code == 2 and "--tls-cert is not supported yet" in result.output
+    assert result.exit_code == 2 and "--tls-cert and --tls-key go together" in result.output
 
 
 def test_a_public_address_needs_allow_unauthenticated() -> None:

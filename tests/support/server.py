@@ -16,7 +16,7 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from leaseq.server.app import LeaseqServer, build
 from leaseq.server.clock import Clock, FakeClock
@@ -31,10 +31,17 @@ START_TIMEOUT = 30.0
 class RunningServer:
     """Start on enter, stop (drain, grace, close the store) on exit."""
 
-    def __init__(self, store_url: str = "memory://", clock: Clock | None = None, grace: float = 1.0):
+    def __init__(
+        self,
+        store_url: str = "memory://",
+        clock: Clock | None = None,
+        grace: float = 1.0,
+        **build_options: Any,
+    ):
         self.store_url = store_url
         self.clock = clock
         self.grace = grace
+        self.build_options = build_options  # app.build's keywords: security=, limits=
         self.store: Store | None = None
         self.port = 0
         self.target = ""
@@ -55,7 +62,7 @@ class RunningServer:
             self._stop = asyncio.Event()
             self.store = open_store(self.store_url, clock=self.clock)
             await self.store.open()
-            self._app = build(self.store, "127.0.0.1:0")
+            self._app = build(self.store, "127.0.0.1:0", **self.build_options)
             await self._app.start()
             self.port = self._app.port
             self.target = f"127.0.0.1:{self.port}"
@@ -146,7 +153,12 @@ class RunningServer:
 
 
 def running_server(
-    store_url: str = "memory://", clock: Clock | None = None, *, grace: float = 1.0
+    store_url: str = "memory://",
+    clock: Clock | None = None,
+    *,
+    grace: float = 1.0,
+    **build_options: Any,
 ) -> RunningServer:
-    """A context manager (sync `with` or `async with`) yielding the running server."""
-    return RunningServer(store_url, clock, grace)
+    """A context manager (sync `with` or `async with`) yielding the running server.
+    build_options go to app.build (security=, limits=)."""
+    return RunningServer(store_url, clock, grace, **build_options)
