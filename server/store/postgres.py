@@ -165,10 +165,10 @@ from .base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
-    fence,
     message_size,
     message_state,
 )
+from .fencing import Lease, Tombstone, fence_lease, lease_result
 
 __all__ = ["DatabaseClock", "PostgresSettings", "PostgresStore", "parse_url"]
 
@@ -684,43 +684,6 @@ class _Queue:
         return QueueInfo(self.name, self.config, self.create_time)
 
 
-@dataclass
-class _Lease:
-    """The fencing-relevant state of one message, updated as a request's entries are applied in
-    order (so two entries for the same message see each other's effect)."""
-
-    key: int
-    receipt_seq: int
-    leased: bool
-    visible_at: float
-    last_error: str
-    clear_attempt: bool = False
-
-    def live(self, now: float) -> bool:
-        return self.leased and self.visible_at > now
-
-
-@dataclass(frozen=True)
-class _Tombstone:
-    receipt_seq: int
-    deleted_at: float
-
-
-def _fence(
-    lease: _Lease | None, tombstone: _Tombstone | None, seq: int, now: float
-) -> LeaseStatus | None:
-    return fence(
-        seq,
-        None if lease is None else lease.receipt_seq,
-        None if tombstone is None else (tombstone.receipt_seq, tombstone.deleted_at),
-        now,
-    )
-
-
-def _lease_result(receipt: str, status: LeaseStatus, key: int) -> LeaseResult:
-    return LeaseResult(receipt, status, key=None if status is LeaseStatus.INVALID_RECEIPT else key)
-
-
 def _encode_attributes(attributes: dict[str, str]) -> str | None:
     if not attributes:
         return None
@@ -847,29 +810,29 @@ class _Tx:
             state=message_state(row.visible_at, row.leased, self.now),
         )
 
-    async def leases(self, found: _Queue, keys: Iterable[int]) -> dict[int, _Lease]:
+    async def leases(self, found: _Queue, keys: Iterable[int]) -> dict[int, Lease]:
         """Fencing state of those keys that are unexpired messages of this queue, locked."""
         keys = sorted(set(keys))
         if not keys:
             return {}
         rows = await self.rows(LEASES_BY_KEY_SQL, self.p(found, keys=keys))
-        return {row[0]: _Lease(*row) for row in rows}
+        return {row[0]: Lease(*row) for row in rows}
 
-    async def tombstones(self, found: _Queue, keys: Iterable[int]) -> dict[int, _Tombstone]:
+    async def tombstones(self, found: _Queue, keys: Iterable[int]) -> dict[int, Tombstone]:
         keys = sorted(set(keys))
         if not keys:
             return {}
         rows = await self.rows(TOMBSTONES_BY_KEY_SQL, self.p(found, keys=keys))
-        return {key: _Tombstone(seq, deleted_at) for key, seq, deleted_at in rows}
+        return {key: Tombstone(seq, deleted_at) for key, seq, deleted_at in rows}
 
     async def lookup(
         self, found: _Queue, decoded: list[tuple[int, int] | None]
-    ) -> tuple[dict[int, _Lease], dict[int, _Tombstone]]:
+    ) -> tuple[dict[int, Lease], dict[int, Tombstone]]:
         keys = {d[0] for d in decoded if d is not None}
         leases = await self.leases(found, keys)
         return leases, await self.tombstones(found, keys - leases.keys())
 
-    def set_visibility(self, lease: _Lease, timeout: float, reason: str = "") -> None:
+    def set_visibility(self, lease: Lease, timeout: float, reason: str = "") -> None:
         lease.visible_at = self.now + timeout
         if timeout <= 0:
             # A release: visible now, no longer leased, no longer part of its receive attempt.
@@ -878,7 +841,7 @@ class _Tx:
         if reason:
             lease.last_error = reason
 
-    async def write_leases(self, leases: Sequence[_Lease]) -> None:
+    async def write_leases(self, leases: Sequence[Lease]) -> None:
         if not leases:
             return
         await self.run(
@@ -1698,7 +1661,7 @@ class PostgresStore:
             found = await tx.queue(name)
             decoded = [tx.codec.decode(c.receipt, found.uid) for c in changes]
             leases, tombstones = await tx.lookup(found, decoded)
-            changed: dict[int, _Lease] = {}
+            changed: dict[int, Lease] = {}
             results = []
             for change, receipt in zip(changes, decoded):
                 if receipt is None:
@@ -1706,11 +1669,11 @@ class PostgresStore:
                     continue
                 key, seq = receipt
                 lease = leases.get(key)
-                status = _fence(lease, tombstones.get(key), seq, tx.now)
+                status = fence_lease(lease, tombstones.get(key), seq, tx.now)
                 if status is None and lease is not None and not lease.live(tx.now):
                     status = LeaseStatus.LEASE_EXPIRED
                 if status is not None:
-                    results.append(_lease_result(change.receipt, status, key))
+                    results.append(lease_result(change.receipt, status, key))
                     continue
                 assert lease is not None
                 tx.set_visibility(lease, change.visibility_timeout, change.reason)
@@ -1740,13 +1703,13 @@ class PostgresStore:
                     results.append(LeaseResult(text, LeaseStatus.INVALID_RECEIPT))
                     continue
                 key, seq = receipt
-                status = _fence(leases.get(key), tombstones.get(key), seq, tx.now)
+                status = fence_lease(leases.get(key), tombstones.get(key), seq, tx.now)
                 if status is None:
                     # Later entries of this request see the message as deleted, like a retry.
                     del leases[key]
-                    tombstones[key] = _Tombstone(seq, tx.now)
+                    tombstones[key] = Tombstone(seq, tx.now)
                     deleted.append(key)
-                results.append(_lease_result(text, status or LeaseStatus.OK, key))
+                results.append(lease_result(text, status or LeaseStatus.OK, key))
             if deleted:
                 await tx.rows(DELETE_KEYS_SQL, tx.p(found, keys=deleted))
             attempt_counts = []
@@ -1781,7 +1744,7 @@ class PostgresStore:
             key, seq = decoded
             leases, tombstones = await tx.lookup(found, [decoded])
             lease = leases.get(key)
-            status = _fence(lease, tombstones.get(key), seq, tx.now)
+            status = fence_lease(lease, tombstones.get(key), seq, tx.now)
             if status is None and lease is not None and not lease.live(tx.now):
                 status = LeaseStatus.LEASE_EXPIRED
             if status is not None:

@@ -38,10 +38,10 @@ from ..base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
-    fence,
     message_size,
     message_state,
 )
+from ..fencing import Lease, Tombstone, fence_lease, lease_result
 
 from .schema import ATTEMPT_LEASES_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, IN_FLIGHT_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SWEEP_SQL, _CONFIG_FIELDS, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
 
@@ -87,45 +87,6 @@ class _Queue:
 
     def info(self) -> QueueInfo:
         return QueueInfo(self.name, self.config, self.create_time)
-
-
-@dataclass
-class _Lease:
-    """The fencing-relevant state of one message, updated as a request's entries are applied in
-    order (so two entries for the same message see each other's effect)."""
-
-    key: int
-    receipt_seq: int
-    leased: bool
-    visible_at: float
-    last_error: str
-    clear_attempt: bool = False
-
-    def live(self, now: float) -> bool:
-        return self.leased and self.visible_at > now
-
-
-@dataclass(frozen=True)
-class _Tombstone:
-    receipt_seq: int
-    deleted_at: float
-
-
-def _fence(
-    lease: _Lease | None, tombstone: _Tombstone | None, seq: int, now: float
-) -> LeaseStatus | None:
-    """base.fence over this module's rows."""
-    return fence(
-        seq,
-        None if lease is None else lease.receipt_seq,
-        None if tombstone is None else (tombstone.receipt_seq, tombstone.deleted_at),
-        now,
-    )
-
-
-def _lease_result(receipt: str, status: LeaseStatus, key: int) -> LeaseResult:
-    """A result naming the message's key, except for a receipt that proved not to be a real one."""
-    return LeaseResult(receipt, status, key=None if status is LeaseStatus.INVALID_RECEIPT else key)
 
 
 def _state(row: _Row, now: float) -> MessageState:
@@ -530,19 +491,19 @@ class _Tx:
     def _decode(self, found: _Queue, receipts: Sequence[str]) -> list[tuple[int, int] | None]:
         return [self.codec.decode(receipt, found.uid) for receipt in receipts]
 
-    def _leases(self, found: _Queue, keys: set[int]) -> dict[int, _Lease]:
+    def _leases(self, found: _Queue, keys: set[int]) -> dict[int, Lease]:
         """Lease state of those keys that are messages of this queue."""
-        leases: dict[int, _Lease] = {}
+        leases: dict[int, Lease] = {}
         for chunk in _chunks(sorted(keys)):
             for key, queue_id, seq, leased, visible_at, last_error in self.conn.execute(
                 leases_by_key_sql(len(chunk)), chunk
             ):
                 if queue_id == found.id:
-                    leases[key] = _Lease(key, seq, bool(leased), visible_at, last_error)
+                    leases[key] = Lease(key, seq, bool(leased), visible_at, last_error)
         return leases
 
-    def _tombstones(self, found: _Queue, keys: Iterable[int]) -> dict[int, _Tombstone]:
-        tombstones: dict[int, _Tombstone] = {}
+    def _tombstones(self, found: _Queue, keys: Iterable[int]) -> dict[int, Tombstone]:
+        tombstones: dict[int, Tombstone] = {}
         for chunk in _chunks(sorted(keys)):
             marks = ", ".join("?" * len(chunk))
             for key, seq, deleted_at in self.conn.execute(
@@ -550,12 +511,12 @@ class _Tx:
                 " AND queue = ?",
                 (*chunk, found.id),
             ):
-                tombstones[key] = _Tombstone(seq, deleted_at)
+                tombstones[key] = Tombstone(seq, deleted_at)
         return tombstones
 
     def _lookup(
         self, found: _Queue, decoded: list[tuple[int, int] | None]
-    ) -> tuple[dict[int, _Lease], dict[int, _Tombstone]]:
+    ) -> tuple[dict[int, Lease], dict[int, Tombstone]]:
         keys = {d[0] for d in decoded if d is not None}
         leases = self._leases(found, keys)
         return leases, self._tombstones(found, keys - leases.keys())
@@ -566,7 +527,7 @@ class _Tx:
         found = self.queue(name)
         decoded = self._decode(found, [c.receipt for c in changes])
         leases, tombstones = self._lookup(found, decoded)
-        changed: dict[int, _Lease] = {}
+        changed: dict[int, Lease] = {}
         results = []
         for change, receipt in zip(changes, decoded):
             if receipt is None:
@@ -574,11 +535,11 @@ class _Tx:
                 continue
             key, seq = receipt
             lease = leases.get(key)
-            status = _fence(lease, tombstones.get(key), seq, self.now)
+            status = fence_lease(lease, tombstones.get(key), seq, self.now)
             if status is None and lease is not None and not lease.live(self.now):
                 status = LeaseStatus.LEASE_EXPIRED
             if status is not None:
-                results.append(_lease_result(change.receipt, status, key))
+                results.append(lease_result(change.receipt, status, key))
                 continue
             assert lease is not None  # _fence returns a status for a missing message
             self._set_visibility(lease, change.visibility_timeout, change.reason)
@@ -587,7 +548,7 @@ class _Tx:
         self._write_leases(changed.values())
         return results
 
-    def _set_visibility(self, lease: _Lease, timeout: float, reason: str = "") -> None:
+    def _set_visibility(self, lease: Lease, timeout: float, reason: str = "") -> None:
         lease.visible_at = self.now + timeout
         if timeout <= 0:
             # A release: visible now, no longer leased, and no longer part of its receive attempt.
@@ -596,7 +557,7 @@ class _Tx:
         if reason:
             lease.last_error = reason
 
-    def _write_leases(self, leases: Iterable[_Lease]) -> None:
+    def _write_leases(self, leases: Iterable[Lease]) -> None:
         self.conn.executemany(
             "UPDATE messages SET visible_at = ?, leased = ?, last_error = ?,"
             " attempt_id = CASE WHEN ? THEN NULL ELSE attempt_id END WHERE key = ?",
@@ -616,13 +577,13 @@ class _Tx:
                 results.append(LeaseResult(text, LeaseStatus.INVALID_RECEIPT))
                 continue
             key, seq = receipt
-            status = _fence(leases.get(key), tombstones.get(key), seq, self.now)
+            status = fence_lease(leases.get(key), tombstones.get(key), seq, self.now)
             if status is None:
                 # Later entries of this request see the message as deleted, like a retried ack.
                 del leases[key]
-                tombstones[key] = _Tombstone(seq, self.now)
+                tombstones[key] = Tombstone(seq, self.now)
                 deleted.append((key, seq))
-            results.append(_lease_result(text, status or LeaseStatus.OK, key))
+            results.append(lease_result(text, status or LeaseStatus.OK, key))
         self._remove(found, deleted)
         attempt_counts = []
         for attempt_id in attempt_ids:
@@ -697,11 +658,11 @@ class _Tx:
         )
         return UpdatedMessage(key, self.codec.encode(found.uid, key, seq + 1), lease.visible_at)
 
-    def _held_lease(self, found: _Queue, key: int, seq: int) -> _Lease:
+    def _held_lease(self, found: _Queue, key: int, seq: int) -> Lease:
         """The message's lease when this receipt holds it live; else LeaseRejected."""
         lease = self._leases(found, {key}).get(key)
         tombstone = None if lease is not None else self._tombstones(found, [key]).get(key)
-        status = _fence(lease, tombstone, seq, self.now)
+        status = fence_lease(lease, tombstone, seq, self.now)
         if status is None and lease is not None and not lease.live(self.now):
             status = LeaseStatus.LEASE_EXPIRED
         if status is not None:
