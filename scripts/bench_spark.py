@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Spark helpers' throughput: write_queue and consume_process_ack over N messages on local[2],
+against a real `leaseq serve` child process, and a naive per-message loop measured in the same
+run for comparison (one receive and one delete per message inside a mapInPandas).
+
+    python scripts/bench_spark.py                      # 1,000,000 messages, SQLite store
+    python scripts/bench_spark.py --store memory --messages 200000 --naive-sample 5000
+
+The naive loop is slow (two round trips per message), so it runs over a sample
+(--naive-sample messages, default 5,000) and its rate is extrapolated as rows/s: the ratio
+compares rates, not times over the same count. Bodies are 100 bytes; consume_process_ack's fn
+writes each batch to a parquet file (a realistic sink), the naive loop writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--naive-sample", type=int, default=5_000)
+    parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    parser.add_argument("--partitions", type=int, default=2, help="consumer tasks")
+    parser.add_argument("--batch-size", type=int, default=10_000)
+    args = parser.parse_args()
+
+    # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p
+    )
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (
+        SparkSession.builder.master("local[2]").appName("leaseq-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from leaseq.client import QueueClient
+    from leaseq.spark_ext import consume_process_ack, write_queue
+    from tests.support.process import ServerProcess, free_port
+
+    work = Path(tempfile.mkdtemp(prefix="leaseq-bench-spark-"))
+    store = f"sqlite:///{work}/bench.db" if args.store == "sqlite" else "memory://"
+    server = ServerProcess(store, free_port(), work / "server.log")
+    server.start()
+    target = server.target
+    n = args.messages
+    try:
+        with QueueClient(target) as client:
+            client.create_queue("bench", visibility_timeout=120)
+            client.create_queue("naive", visibility_timeout=120)
+
+            # write_queue ---------------------------------------------------------------
+            df = spark.range(0, n, numPartitions=2).select(
+                F.rpad(F.col("id").cast("string"), 100, "x").alias("body")
+            ).cache()
+            df.count()  # materialise the input outside the timing
+            t0 = time.perf_counter()
+            written = write_queue(df, "bench", target=target)
+            write_s = time.perf_counter() - t0
+            assert written.enqueued == n, written
+
+            # consume_process_ack into parquet -------------------------------------------
+            sink = work / "sink"
+            sink.mkdir()
+            sink_dir = str(sink)
+
+            def fn(table: pa.Table) -> None:
+                pq.write_table(table.select(["message_id", "body"]),
+                               f"{sink_dir}/{uuid.uuid4().hex}.parquet")
+
+            t0 = time.perf_counter()
+            consumed = consume_process_ack(
+                spark, "bench", fn, target=target, num_partitions=args.partitions,
+                batch_size=args.batch_size, visibility_timeout=120, wait_time=0.5, arrow=True,
+            )
+            consume_s = time.perf_counter() - t0
+            assert consumed.acked == n, consumed
+
+            # naive: one receive and one delete per message, in a mapInPandas -----------------
+            sample = min(args.naive_sample, n)
+            client.send_arrow("naive", df.limit(sample).toArrow())
+
+            def naive(frames):
+                import pandas as pd
+
+                with QueueClient(target) as c:
+                    done = 0
+                    for frame in frames:
+                        for _ in range(len(frame)):
+                            msgs = c.receive("naive", 1, wait_time=1)
+                            if msgs:
+                                c.delete("naive", msgs[0].receipt)
+                                done += 1
+                    yield pd.DataFrame({"done": [done]})
+
+            seeds = spark.range(0, sample, numPartitions=2)
+            t0 = time.perf_counter()
+            naive_done = seeds.mapInPandas(naive, "done long").groupBy().sum("done").first()[0]
+            naive_s = time.perf_counter() - t0
+            assert naive_done == sample, naive_done
+    finally:
+        server.terminate()
+        spark.stop()
+
+    write_rate, consume_rate, naive_rate = n / write_s, n / consume_s, sample / naive_s
+    print(f"store={args.store} messages={n:,} body=100 B local[2] consumer tasks={args.partitions}")
+    print(f"write_queue          {write_rate:>10,.0f} rows/s  ({write_s:.1f} s)")
+    print(f"consume_process_ack  {consume_rate:>10,.0f} rows/s  ({consume_s:.1f} s, parquet sink)")
+    print(f"naive per-message    {naive_rate:>10,.0f} rows/s  ({sample:,} messages in {naive_s:.1f} s,"
+          " extrapolated as a rate)")
+    print(f"consume_process_ack / naive = {consume_rate / naive_rate:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

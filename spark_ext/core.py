@@ -1,0 +1,517 @@
+"""write_queue, read_queue, consume_process_ack and ack_dataframe (see the package docstring)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..client._leases import reason_of
+from ..client.arrow import DEFAULT_BATCH_BYTES, MAX_ROWS, MESSAGE_SCHEMA
+from ._executor import (
+    SPARK_MESSAGE_DDL,
+    ClientSettings,
+    LeaseKeeper,
+    client_for,
+    spark_arrow_schema,
+    to_spark_batch,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "ConsumeResult",
+    "WriteResult",
+    "ack_dataframe",
+    "consume_process_ack",
+    "read_queue",
+    "write_queue",
+]
+
+_SPARK_MESSAGE_SCHEMA = spark_arrow_schema(MESSAGE_SCHEMA)
+_DONE = frozenset({"OK", "ALREADY_DELETED"})
+
+
+def _partition_id() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+# --- write -----------------------------------------------------------------------------------
+
+_WRITE_DDL = "partition int, rows long, enqueued long, duplicates long"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What ``write_queue`` did: ``rows`` sent, of which ``enqueued`` were new messages and
+    ``duplicates`` were recognised by their dedup id (re-sends by a retried task, or repeats
+    of a dedup column's value within the queue's dedup window)."""
+
+    rows: int
+    enqueued: int
+    duplicates: int
+    write_id: str
+
+
+def _attributes_struct(batch: pa.RecordBatch, columns: list[str]) -> pa.StructArray:
+    arrays = [pc.cast(batch.column(name), pa.string()) for name in columns]
+    return pa.StructArray.from_arrays(arrays, names=columns)
+
+
+def send_partition(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    settings: ClientSettings,
+    queue: str,
+    partition: int,
+    write_id: str,
+    body_col: str,
+    attributes_cols: list[str] | None,
+    channel_col: str | None,
+    dedup_col: str | None,
+    max_batch_bytes: int,
+) -> tuple[int, int, int]:
+    """Send one partition's batches through ``send_arrow``; (rows, enqueued, duplicates).
+
+    Raises when any row was not enqueued, so that Spark retries the task: with dedup ids the
+    retry re-sends the same ids and enqueues only what is missing."""
+    client = client_for(settings)
+    rows = enqueued = duplicates = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        columns: dict[str, pa.Array] = {"body": batch.column(body_col)}
+        if attributes_cols:
+            columns["attributes"] = _attributes_struct(batch, attributes_cols)
+        if channel_col:
+            columns["channel"] = batch.column(channel_col)
+        if dedup_col:
+            columns["dedup_id"] = pc.cast(batch.column(dedup_col), pa.string())
+        else:
+            # The row's position in its partition, counted over every batch of the partition:
+            # identical on every attempt of the task as long as the partition's rows are.
+            positions = pa.array(range(rows, rows + batch.num_rows), pa.int64())
+            columns["dedup_id"] = pc.binary_join_element_wise(
+                f"{write_id}:{partition}", pc.cast(positions, pa.string()), ":"
+            )
+        table = pa.table(columns)
+        result = client.send_arrow(queue, table, max_batch_bytes=max_batch_bytes)
+        failed = result.filter(pc.is_valid(result.column("error_code")))
+        if failed.num_rows:
+            first = failed.slice(0, 1).to_pylist()[0]
+            raise RuntimeError(
+                f"write_queue: {failed.num_rows} of {batch.num_rows} rows of partition "
+                f"{partition} were not enqueued (first: {first['error_code']}: "
+                f"{first['error_message']}); the task fails so Spark retries it"
+            )
+        dup = pc.sum(pc.cast(result.column("duplicate"), pa.int64())).as_py() or 0
+        rows += batch.num_rows
+        duplicates += dup
+        enqueued += batch.num_rows - dup
+    return rows, enqueued, duplicates
+
+
+def write_queue(
+    df: DataFrame,
+    queue: str,
+    *,
+    target: str,
+    body_col: str = "body",
+    attributes_cols: list[str] | None = None,
+    channel_col: str | None = None,
+    dedup_col: str | None = None,
+    write_id: str | None = None,
+    token: str | None = None,
+    max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> WriteResult:
+    """Send every row of ``df`` to ``queue``; each partition sends through ``send_arrow``
+    (requests cut at 10,000 rows or ``max_batch_bytes``). Runs a Spark job and returns totals.
+
+    ``body_col`` is binary or string; ``attributes_cols`` become the message's attributes
+    (column name -> value as a string; nulls left out); ``channel_col`` a string column.
+
+    Duplicates under task retry: with ``dedup_col`` its values are the dedup ids. Without it each
+    row's dedup id is ``"<write_id>:<partition>:<row position in the partition>"``, where
+    ``write_id`` is one random id per call (pass your own to make a re-run of the whole job
+    idempotent too). A retried or speculative attempt of a task re-sends the same ids, and the
+    server enqueues none of them twice, on two conditions: (1) the retry sends within the
+    queue's ``dedup_window`` (default 5 minutes, at most 1 hour) of the first send: after that
+    a re-sent row is a new message; (2) the partition holds the same rows in the same order on
+    every attempt, which Spark guarantees for deterministic plans (a source read, narrow
+    transformations, a sort); after a shuffle whose order is not fixed (``repartition(n)``
+    without a sort, a non-deterministic UDF) positions may name other rows and a retry may both
+    duplicate and lose rows: give ``dedup_col`` (a business key) then. The attempt number is
+    never part of the id, on purpose.
+    """
+    settings = ClientSettings(target, token)
+    write_id = write_id or uuid.uuid4().hex
+    attributes = list(attributes_cols) if attributes_cols else None
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        partition = _partition_id()
+        rows, enqueued, dups = send_partition(
+            batches,
+            settings=settings,
+            queue=queue,
+            partition=partition,
+            write_id=write_id,
+            body_col=body_col,
+            attributes_cols=attributes,
+            channel_col=channel_col,
+            dedup_col=dedup_col,
+            max_batch_bytes=max_batch_bytes,
+        )
+        yield pa.RecordBatch.from_pydict(
+            {"partition": [partition], "rows": [rows], "enqueued": [enqueued], "duplicates": [dups]},
+            schema=pa.schema(
+                [("partition", pa.int32()), ("rows", pa.int64()), ("enqueued", pa.int64()),
+                 ("duplicates", pa.int64())]
+            ),
+        )
+
+    used = [body_col, *(attributes or []), *([channel_col] if channel_col else []),
+            *([dedup_col] if dedup_col else [])]
+    out = df.select(*dict.fromkeys(used)).mapInArrow(task, _WRITE_DDL).collect()
+    return WriteResult(
+        rows=sum(r["rows"] for r in out),
+        enqueued=sum(r["enqueued"] for r in out),
+        duplicates=sum(r["duplicates"] for r in out),
+        write_id=write_id,
+    )
+
+
+# --- read ------------------------------------------------------------------------------------
+
+
+def receive_partition(
+    settings: ClientSettings,
+    queue: str,
+    *,
+    max_messages: int,
+    visibility_timeout: float | None,
+    wait_time: float | None,
+    attempt_prefix: str | None,
+) -> Iterator[pa.RecordBatch]:
+    """Lease up to ``max_messages`` in requests of at most 10,000, each with its own receive
+    attempt id ``<attempt_prefix>:<k>`` (so a re-run of the same partition while the leases
+    live returns the same deliveries); the first request waits ``wait_time``."""
+    client = client_for(settings)
+    remaining, k = max_messages, 0
+    wait = wait_time
+    while remaining > 0:
+        asked = min(remaining, MAX_ROWS)
+        table = client.receive_arrow(
+            queue,
+            asked,
+            visibility_timeout=visibility_timeout,
+            wait_time=wait,
+            attempt_id=f"{attempt_prefix}:{k}" if attempt_prefix else None,
+        )
+        yield from to_spark_batch(table, _SPARK_MESSAGE_SCHEMA)
+        remaining -= table.num_rows
+        k += 1
+        if table.num_rows < asked:
+            break
+        wait = 0
+
+
+def read_queue(
+    spark: SparkSession,
+    queue: str,
+    *,
+    target: str,
+    num_partitions: int,
+    max_messages_per_partition: int,
+    visibility_timeout: float | None = None,
+    wait_time: float | None = 0,
+    token: str | None = None,
+) -> DataFrame:
+    """A DataFrame of leased messages (the columns of ``MESSAGE_SCHEMA``): ``num_partitions``
+    partitions, each leasing up to ``max_messages_per_partition`` on an executor (``mapInArrow``).
+
+    Careful: this is a plan, not data. Every action (``count``, ``write``, ``collect``) runs it
+    again and leases more messages: the leases of an earlier action's messages keep running and
+    those messages come back after ``visibility_timeout``. Each partition's receives carry receive
+    attempt ids unique to this call, so a retried task, or a second action while the leases
+    live, gets the same deliveries (same receipts) rather than new ones; after the leases ended
+    it is a new receive. The safe forms: ``consume_process_ack`` (lease, process, ack inside one
+    task), or ``df.localCheckpoint()`` / ``cache()`` + one action, then ``ack_dataframe`` on the
+    receipts you processed, all within the visibility timeout.
+    """
+    if num_partitions < 1 or max_messages_per_partition < 1:
+        raise ValueError("num_partitions and max_messages_per_partition must be positive")
+    settings = ClientSettings(target, token)
+    read_id = uuid.uuid4().hex
+
+    def task(_: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for _batch in _:
+            pass  # one row per partition: its content does not matter
+        partition = _partition_id()
+        yield from receive_partition(
+            settings,
+            queue,
+            max_messages=max_messages_per_partition,
+            visibility_timeout=visibility_timeout,
+            wait_time=wait_time,
+            attempt_prefix=f"{read_id}:{partition}",
+        )
+
+    seeds = spark.range(0, num_partitions, numPartitions=num_partitions)
+    return seeds.mapInArrow(task, SPARK_MESSAGE_DDL)
+
+
+# --- consume, process, ack -------------------------------------------------------------------
+
+FnResult = Union[None, Any]
+_CONSUME_DDL = (
+    "partition int, batches long, received long, acked long, failed long, lost long"
+)
+
+
+@dataclass(frozen=True)
+class ConsumeResult:
+    """Totals of ``consume_process_ack``: messages ``received``, ``acked`` (deleted after fn
+    succeeded), ``failed`` (released with a reason), ``lost`` (fn succeeded but the lease was
+    gone before the ack: the message will be delivered again, at-least-once)."""
+
+    batches: int
+    received: int
+    acked: int
+    failed: int
+    lost: int
+    per_partition: list[dict[str, int]] = field(default_factory=list)
+
+
+def _row_errors(result: Any, n: int) -> list[str | None]:
+    """fn's return value as one error (None: success) per row."""
+    if result is None:
+        return [None] * n
+    if hasattr(result, "to_pylist"):
+        values = result.to_pylist()
+    elif hasattr(result, "tolist"):
+        values = result.tolist()
+    else:
+        values = list(result)
+    if len(values) != n:
+        raise ValueError(f"fn returned {len(values)} values for a batch of {n} rows")
+    out: list[str | None] = []
+    for v in values:
+        if v is True or v is None or (isinstance(v, float) and v != v):
+            out.append(None)
+        elif v is False:
+            out.append("failed: fn returned False")
+        else:
+            out.append(str(v) or "failed")
+    return out
+
+
+def _run_fn(
+    fn: Callable[[Any], Any], table: pa.Table, as_pandas: bool, bisect: bool
+) -> list[str | None]:
+    """Per-row errors of ``fn`` over ``table``. When fn raises and ``bisect`` is on, the batch is
+    split in halves until the rows that make it raise are alone: those fail with the exception
+    as reason, the others succeed (fn must then tolerate being called again on a subset)."""
+    try:
+        arg = table.to_pandas() if as_pandas else table
+        return _row_errors(fn(arg), table.num_rows)
+    except Exception as error:  # noqa: BLE001 - fn's failure is the message's failure
+        if not bisect or table.num_rows == 1:
+            return [reason_of(error)] * table.num_rows
+        half = table.num_rows // 2
+        return _run_fn(fn, table.slice(0, half), as_pandas, bisect) + _run_fn(
+            fn, table.slice(half), as_pandas, bisect
+        )
+
+
+def _release(client: Any, queue: str, entries: list[tuple[str, str]], delay: float) -> None:
+    for start in range(0, len(entries), MAX_ROWS):
+        client.change_visibility(
+            queue, [(r, delay, e) for r, e in entries[start : start + MAX_ROWS]]
+        )
+
+
+def consume_partition(
+    settings: ClientSettings,
+    queue: str,
+    fn: Callable[[Any], Any],
+    *,
+    batch_size: int,
+    max_messages: int | None,
+    visibility_timeout: float,
+    wait_time: float,
+    as_pandas: bool,
+    bisect: bool,
+    release_delay: float,
+) -> dict[str, int]:
+    client = client_for(settings)
+    stats = dict(batches=0, received=0, acked=0, failed=0, lost=0)
+    # Messages fn failed with in this task, and why. A released failure is visible again at
+    # once (or after release_delay) and would come back to this loop: it is given back
+    # untouched, and a batch holding nothing else ends the task, so a run processes each
+    # message at most once per task and always ends.
+    failed_here: dict[str, str] = {}
+    while max_messages is None or stats["received"] < max_messages:
+        asked = batch_size if max_messages is None else min(batch_size, max_messages - stats["received"])
+        table = client.receive_arrow(
+            queue, asked, visibility_timeout=visibility_timeout, wait_time=wait_time
+        )
+        if table.num_rows == 0:
+            break  # nothing visible within wait_time: the queue is drained (for now)
+        if failed_here:
+            again = pc.is_in(table.column("message_id"), pa.array(list(failed_here), pa.string()))
+            if pc.any(again).as_py():
+                repeats = table.filter(again)
+                _release(
+                    client,
+                    queue,
+                    [(r, failed_here[m]) for r, m in zip(repeats.column("receipt").to_pylist(),
+                                                        repeats.column("message_id").to_pylist())],
+                    release_delay,
+                )
+                table = table.filter(pc.invert(again))
+                if table.num_rows == 0:
+                    break  # only messages this task already failed with: done
+        n = table.num_rows
+        stats["batches"] += 1
+        stats["received"] += n
+        receipts = table.column("receipt").to_pylist()
+        settled = False
+        try:
+            with LeaseKeeper(client, queue, receipts, visibility_timeout) as keeper:
+                errors = _run_fn(fn, table, as_pandas, bisect)
+            ok = [r for r, e in zip(receipts, errors) if e is None and r not in keeper.lost]
+            bad = [(r, e) for r, e in zip(receipts, errors) if e is not None and r not in keeper.lost]
+            stats["lost"] += len(keeper.lost)
+            if ok:
+                acked = client.ack_arrow(queue, ok)
+                done = sum(1 for s in acked.column("status").to_pylist() if s in _DONE)
+                stats["acked"] += done
+                stats["lost"] += len(ok) - done
+            ids = table.column("message_id").to_pylist()
+            for message_id, error in zip(ids, errors):
+                if error is not None:
+                    failed_here[message_id] = error
+            _release(client, queue, bad, release_delay)
+            stats["failed"] += len(bad)
+            settled = True
+        finally:
+            if not settled:
+                # The task is failing (e.g. the process is being torn down, an ack call failed
+                # for good): give the batch back now rather than strand it until its leases end.
+                try:
+                    _release(client, queue, [(r, "consume_process_ack: task failed")
+                                             for r in receipts], 0)
+                except Exception:  # noqa: BLE001 - the leases end by themselves
+                    pass
+    return stats
+
+
+def consume_process_ack(
+    spark: SparkSession,
+    queue: str,
+    fn: Callable[[Any], Any],
+    *,
+    target: str,
+    num_partitions: int,
+    batch_size: int = 10_000,
+    max_messages_per_partition: int | None = None,
+    visibility_timeout: float = 60.0,
+    wait_time: float = 1.0,
+    arrow: bool = False,
+    bisect: bool = True,
+    release_delay: float = 0.0,
+    token: str | None = None,
+) -> ConsumeResult:
+    """The at-least-once bulk consumer: ``num_partitions`` Spark tasks, each looping until the
+    queue stays empty for ``wait_time`` (or it received ``max_messages_per_partition``):
+
+    1. lease up to ``batch_size`` messages (``receive_arrow``);
+    2. call ``fn`` with them: a pandas DataFrame of the ``MESSAGE_SCHEMA`` columns (``arrow=True``:
+       a ``pyarrow.Table``). fn processes and writes them (its own sink), then returns None (all
+       succeeded), or one value per row: True/None = success, False or an error text = failure;
+    3. while fn runs, every lease of the batch is extended (one ChangeVisibility per half lease);
+    4. ack (delete) exactly the rows fn succeeded with; release the others at once (after
+       ``release_delay``) with their error as ``last_error``. When fn raises, the batch is
+       bisected (``bisect=True``) to find the rows that make it raise; those are released with
+       the exception text, the rest acked. With ``bisect=False`` the whole batch is released.
+       A task does not call fn twice for one message: when a message it failed with comes back
+       it is released again untouched, and a batch of nothing else ends the task (the failures
+       stay in the queue, with ``last_error``, for the next run or the dead letter queue).
+
+    A message is acked only after fn returned for it, so a crash between fn and the ack means a
+    redelivery: fn's sink must tolerate a repeat (at-least-once). Returns the totals.
+    """
+    if batch_size < 1 or batch_size > MAX_ROWS:
+        raise ValueError(f"batch_size must be between 1 and {MAX_ROWS}")
+    settings = ClientSettings(target, token)
+    options: dict[str, Any] = dict(
+        batch_size=batch_size,
+        max_messages=max_messages_per_partition,
+        visibility_timeout=visibility_timeout,
+        wait_time=wait_time,
+        as_pandas=not arrow,
+        bisect=bisect,
+        release_delay=release_delay,
+    )
+    schema = pa.schema(
+        [("partition", pa.int32())] + [(n, pa.int64()) for n in
+                                        ("batches", "received", "acked", "failed", "lost")]
+    )
+
+    def task(seeds: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for _ in seeds:
+            pass
+        partition = _partition_id()
+        stats = consume_partition(settings, queue, fn, **options)
+        yield pa.RecordBatch.from_pylist([dict(partition=partition, **stats)], schema=schema)
+
+    seeds = spark.range(0, num_partitions, numPartitions=num_partitions)
+    rows = [r.asDict() for r in seeds.mapInArrow(task, _CONSUME_DDL).collect()]
+    keys = ("batches", "received", "acked", "failed", "lost")
+    totals = {k: sum(r[k] for r in rows) for k in keys}
+    return ConsumeResult(**totals, per_partition=rows)
+
+
+# --- ack a DataFrame -------------------------------------------------------------------------
+
+
+def ack_dataframe(
+    df: DataFrame,
+    *,
+    target: str,
+    queue: str,
+    receipt_col: str = "receipt",
+    token: str | None = None,
+) -> DataFrame:
+    """A DataFrame (receipt, status, done) acking the receipts of ``df`` (``mapInPandas``; lazy:
+    the deletes happen when an action runs it). ``status`` is a ``LeaseStatus`` name; ``done``
+    is True for ``OK`` and ``ALREADY_DELETED``, so a retried task, or running it twice, reports
+    the same receipts as done. Others (``RECEIPT_SUPERSEDED``: delivered again since;
+    ``INVALID_RECEIPT``) are not done."""
+    settings = ClientSettings(target, token)
+
+    def task(frames: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        client = client_for(settings)
+        for frame in frames:
+            receipts = [r for r in frame["receipt"].tolist() if r is not None]
+            if not receipts:
+                continue
+            result = client.ack_arrow(queue, receipts).to_pandas()
+            result["done"] = result["status"].isin(list(_DONE))
+            yield pd.DataFrame(result)
+
+    from pyspark.sql.functions import col
+
+    return df.select(col(receipt_col).alias("receipt")).mapInPandas(
+        task, "receipt string, status string, done boolean"
+    )
