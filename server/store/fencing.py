@@ -45,6 +45,17 @@ def fence_lease(
     )
 
 
+def held_lease_status(
+    lease: Lease | None, tombstone: Tombstone | None, seq: int, now: float
+) -> LeaseStatus | None:
+    """For operations that need a live lease (ChangeVisibility, UpdateMessage): None when the
+    receipt is current and its lease live, else the status to answer (LEASE_EXPIRED after step 3)."""
+    status = fence_lease(lease, tombstone, seq, now)
+    if status is None and lease is not None and not lease.live(now):
+        return LeaseStatus.LEASE_EXPIRED
+    return status
+
+
 def lease_result(receipt: str, status: LeaseStatus, key: int) -> LeaseResult:
     """A result naming the message's key, except for a receipt that proved not to be a real one."""
     return LeaseResult(receipt, status, key=None if status is LeaseStatus.INVALID_RECEIPT else key)

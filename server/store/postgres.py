@@ -168,7 +168,7 @@ from .base import (
     message_size,
     message_state,
 )
-from .fencing import Lease, Tombstone, fence_lease, lease_result
+from .fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
 __all__ = ["DatabaseClock", "PostgresSettings", "PostgresStore", "parse_url"]
 
@@ -1669,9 +1669,7 @@ class PostgresStore:
                     continue
                 key, seq = receipt
                 lease = leases.get(key)
-                status = fence_lease(lease, tombstones.get(key), seq, tx.now)
-                if status is None and lease is not None and not lease.live(tx.now):
-                    status = LeaseStatus.LEASE_EXPIRED
+                status = held_lease_status(lease, tombstones.get(key), seq, tx.now)
                 if status is not None:
                     results.append(lease_result(change.receipt, status, key))
                     continue
@@ -1744,9 +1742,7 @@ class PostgresStore:
             key, seq = decoded
             leases, tombstones = await tx.lookup(found, [decoded])
             lease = leases.get(key)
-            status = fence_lease(lease, tombstones.get(key), seq, tx.now)
-            if status is None and lease is not None and not lease.live(tx.now):
-                status = LeaseStatus.LEASE_EXPIRED
+            status = held_lease_status(lease, tombstones.get(key), seq, tx.now)
             if status is not None:
                 raise LeaseRejected(status)
             assert lease is not None

@@ -41,7 +41,7 @@ from ..base import (
     message_size,
     message_state,
 )
-from ..fencing import Lease, Tombstone, fence_lease, lease_result
+from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
 from .schema import ATTEMPT_LEASES_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, IN_FLIGHT_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SWEEP_SQL, _CONFIG_FIELDS, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
 
@@ -535,13 +535,11 @@ class _Tx:
                 continue
             key, seq = receipt
             lease = leases.get(key)
-            status = fence_lease(lease, tombstones.get(key), seq, self.now)
-            if status is None and lease is not None and not lease.live(self.now):
-                status = LeaseStatus.LEASE_EXPIRED
+            status = held_lease_status(lease, tombstones.get(key), seq, self.now)
             if status is not None:
                 results.append(lease_result(change.receipt, status, key))
                 continue
-            assert lease is not None  # _fence returns a status for a missing message
+            assert lease is not None  # fencing gives a status for a missing message
             self._set_visibility(lease, change.visibility_timeout, change.reason)
             changed[key] = lease
             results.append(LeaseResult(change.receipt, LeaseStatus.OK, lease.visible_at, key))
@@ -662,9 +660,7 @@ class _Tx:
         """The message's lease when this receipt holds it live; else LeaseRejected."""
         lease = self._leases(found, {key}).get(key)
         tombstone = None if lease is not None else self._tombstones(found, [key]).get(key)
-        status = fence_lease(lease, tombstone, seq, self.now)
-        if status is None and lease is not None and not lease.live(self.now):
-            status = LeaseStatus.LEASE_EXPIRED
+        status = held_lease_status(lease, tombstone, seq, self.now)
         if status is not None:
             raise LeaseRejected(status)
         assert lease is not None
