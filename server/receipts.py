@@ -1,28 +1,37 @@
 """Receipts: opaque strings that name one delivery of one message and cannot be forged.
 
 A receipt carries the message's internal key and its receipt sequence number (bumped by every
-delivery, update and move), authenticated with HMAC-SHA256 under a key that the store keeps
-(so receipts survive a restart of the server, and every replica of one store accepts them). The
-MAC also covers the queue's uid, a random number drawn when the queue is created: a receipt used
-on another queue, or on a queue deleted and created again, does not verify.
+delivery, update and move), authenticated with a MAC under a key that the store keeps (so
+receipts survive a restart of the server, and every replica of one store accepts them). The MAC
+also covers the queue's uid, a random number drawn when the queue is created: a receipt used on
+another queue, or on a queue deleted and created again, does not verify.
 
-Layout before base64url: version (1 byte) | key (8) | receipt_seq (4) | mac (16).
+Layout before base64url (unpadded): version (1 byte) | key (8) | receipt_seq (4) | mac (16).
+
+Version 2 (written now) uses keyed BLAKE2b, BLAKE2's own MAC mode: a receipt is made on every
+delivery and checked on every ack, and keyed BLAKE2b costs a third of HMAC-SHA256 here (0.6 µs
+against 1.5 µs a call), a sixth of the store's time per message at batch 1,000 (issue 6's
+profile). Version 1 (HMAC-SHA256, written by earlier releases) still verifies, so receipts held
+by consumers across an upgrade stay valid until their messages are delivered again.
 """
 
 from __future__ import annotations
 
-import base64
 import binascii
+import hashlib
 import hmac
 import secrets
 import struct
 
-_VERSION = 1
+_V1_HMAC_SHA256 = 1
+_V2_BLAKE2B = 2
 _BODY = struct.Struct(">BQI")
 _UID = struct.Struct(">Q")
 _MAC_BYTES = 16
-_RAW_BYTES = _BODY.size + _MAC_BYTES
-_MAX_TEXT = 64  # anything longer cannot be ours; refuse before decoding
+_RAW_BYTES = _BODY.size + _MAC_BYTES  # 29 bytes: 39 base64 characters, 1 of padding dropped
+_TEXT_CHARS = 39
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 
 
 def new_signing_key() -> bytes:
@@ -38,33 +47,47 @@ class ReceiptCodec:
         if len(signing_key) < 16:
             raise ValueError("receipt signing key too short")
         self._key = signing_key
+        # BLAKE2b takes at most 64 key bytes; the stores draw 32.
+        self._blake_key = signing_key[:64]
 
-    def _mac(self, body: bytes, queue_uid: int) -> bytes:
+    def _mac(self, version: int, body: bytes, queue_uid: int) -> bytes:
+        if version == _V2_BLAKE2B:
+            return hashlib.blake2b(
+                body + _UID.pack(queue_uid), key=self._blake_key, digest_size=_MAC_BYTES
+            ).digest()
         return hmac.digest(self._key, body + _UID.pack(queue_uid), "sha256")[:_MAC_BYTES]
 
     def encode(self, queue_uid: int, message_key: int, receipt_seq: int) -> str:
-        body = _BODY.pack(_VERSION, message_key, receipt_seq)
-        raw = body + self._mac(body, queue_uid)
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        body = _BODY.pack(_V2_BLAKE2B, message_key, receipt_seq)
+        mac = hashlib.blake2b(
+            body + _UID.pack(queue_uid), key=self._blake_key, digest_size=_MAC_BYTES
+        ).digest()
+        # b2a_base64 + translate is base64.urlsafe_b64encode without its Python wrappers.
+        text = binascii.b2a_base64(body + mac, newline=False)[:_TEXT_CHARS]
+        return text.translate(_TO_URLSAFE).decode("ascii")
 
     def decode(self, receipt: str, queue_uid: int) -> tuple[int, int] | None:
         """(message_key, receipt_seq), or None when the receipt is not a valid one of this queue."""
-        if not isinstance(receipt, str) or not receipt or len(receipt) > _MAX_TEXT:
+        if not isinstance(receipt, str) or len(receipt) != _TEXT_CHARS or not receipt.isascii():
             return None
         try:
-            raw = base64.urlsafe_b64decode(receipt + "=" * (-len(receipt) % 4))
-        except (binascii.Error, ValueError):
+            raw = binascii.a2b_base64(
+                (receipt + "=").encode("ascii").translate(_FROM_URLSAFE), strict_mode=True
+            )
+        except binascii.Error:
             return None
         if len(raw) != _RAW_BYTES:
             return None
         # Base64 leaves spare low bits in the last character: four strings decode to the same
         # bytes. Only the one this codec writes is a receipt it issued.
-        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != receipt:
+        if binascii.b2a_base64(raw, newline=False)[:_TEXT_CHARS].translate(
+            _TO_URLSAFE
+        ) != receipt.encode("ascii"):
             return None
         body, mac = raw[: _BODY.size], raw[_BODY.size :]
-        if not hmac.compare_digest(mac, self._mac(body, queue_uid)):
-            return None
         version, message_key, receipt_seq = _BODY.unpack(body)
-        if version != _VERSION:
+        if version not in (_V1_HMAC_SHA256, _V2_BLAKE2B):
+            return None
+        if not hmac.compare_digest(mac, self._mac(version, body, queue_uid)):
             return None
         return message_key, receipt_seq
