@@ -11,6 +11,7 @@ import base64
 import binascii
 import json
 import math
+from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
@@ -110,19 +111,61 @@ def stats_to_proto(stats: base.QueueStats) -> pb.QueueStats:
 # --- messages -------------------------------------------------------------------------------
 
 
-def received_to_proto(message: base.DeliveredMessage) -> pb.ReceivedMessage:
-    return pb.ReceivedMessage(
+class TimestampCache:
+    """seconds_to_timestamp for the many equal instants of one batch: every message of a send
+    shares enqueued_at and expires_at, every message of a receive shares visible_at. Building a
+    Timestamp once per distinct instant instead of three per message halves the cost of a
+    received message (issue 6's profile)."""
+
+    def __init__(self) -> None:
+        self._made: dict[float, timestamp_pb2.Timestamp] = {}
+
+    def __call__(self, when: float) -> timestamp_pb2.Timestamp:
+        made = self._made.get(when)
+        if made is None:
+            made = self._made[when] = seconds_to_timestamp(when)
+        return made
+
+
+# Bytes a received message's fields other than strings and body can take on the wire: three
+# Timestamps, delivery_count, every tag and length prefix. An upper bound, so a response sized
+# by estimated_size never exceeds its budget.
+_FIXED_FIELD_BYTES = 128
+
+
+def estimated_size(message: base.DeliveredMessage) -> int:
+    """An upper bound of the message's encoded size, without encoding it (str lengths times 4
+    bound their UTF-8; ByteSize() per message cost more than building the message did)."""
+    size = _FIXED_FIELD_BYTES + len(message.body) + len(message.message_id) + len(message.receipt)
+    size += 4 * (len(message.channel) + len(message.last_error))
+    for key, value in message.attributes.items():
+        size += 12 + 4 * (len(key) + len(value))
+    return size
+
+
+def add_received(
+    messages: Any, message: base.DeliveredMessage, timestamps: TimestampCache
+) -> None:
+    """Append message to a repeated ReceivedMessage field (`add` builds it in place: no copy)."""
+    added = messages.add(
         message_id=message.message_id,
         receipt=message.receipt,
         body=message.body,
-        attributes=message.attributes,
         channel=message.channel,
-        enqueued_at=seconds_to_timestamp(message.enqueued_at),
-        expires_at=seconds_to_timestamp(message.expires_at),
-        visible_at=seconds_to_timestamp(message.visible_at),
+        enqueued_at=timestamps(message.enqueued_at),
+        expires_at=timestamps(message.expires_at),
+        visible_at=timestamps(message.visible_at),
         delivery_count=message.delivery_count,
         last_error=message.last_error,
     )
+    if message.attributes:
+        added.attributes.update(message.attributes)
+
+
+def received_to_proto(message: base.DeliveredMessage) -> pb.ReceivedMessage:
+    response = pb.GetMessagesResponse()
+    add_received(response.messages, message, TimestampCache())
+    return response.messages[0]
 
 
 def peeked_to_proto(message: base.PeekedMessage) -> pb.PeekedMessage:
@@ -144,15 +187,9 @@ def lease_status_to_proto(status: base.LeaseStatus) -> int:
     return int(status)  # equal numbers by construction (base.LeaseStatus docstring)
 
 
-def send_result_to_proto(
-    entry_id: str, outcome: base.SendOutcome | None, error: InvalidArgument | None
-) -> pb.SendResult:
-    if error is not None:
-        return pb.SendResult(
-            id=entry_id, error=pb.EntryError(code=3, message=str(error))  # 3 = INVALID_ARGUMENT
-        )
-    assert outcome is not None
-    return pb.SendResult(id=entry_id, message_id=outcome.message_id, duplicate=outcome.duplicate)
+def add_send_error(results: Any, entry_id: str, error: InvalidArgument) -> None:
+    """Append the SendResult of an entry that failed validation to a repeated field."""
+    results.add(id=entry_id, error=pb.EntryError(code=3, message=str(error)))  # 3 = INVALID_ARGUMENT
 
 
 # --- page tokens ----------------------------------------------------------------------------

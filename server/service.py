@@ -204,15 +204,18 @@ class QueueService(pb_grpc.QueueServiceServicer):
                 checked.append(error)
         valid = [c for c in checked if not isinstance(c, InvalidArgument)]
         outcomes = iter(await self._store.send(name, valid) if valid else [])
-        results = []
+        response = pb.SendMessagesResponse()
+        add = response.results.add
         for entry, item in zip(request.entries, checked):
             if isinstance(item, InvalidArgument):
-                results.append(convert.send_result_to_proto(entry.id, None, item))
+                convert.add_send_error(response.results, entry.id, item)
             else:
-                results.append(convert.send_result_to_proto(entry.id, next(outcomes), None))
+                outcome = next(outcomes)
+                add(id=entry.id, message_id=outcome.message_id, duplicate=outcome.duplicate)
         if valid:
             self.longpoll.notify(name)
-        return pb.SendMessagesResponse(results=results, server_time=self._now())
+        response.server_time.CopyFrom(self._now())
+        return response
 
     @_streaming
     async def GetMessages(
@@ -236,18 +239,20 @@ class QueueService(pb_grpc.QueueServiceServicer):
     ) -> Iterable[pb.GetMessagesResponse]:
         """Responses of at most RESPONSE_BUDGET bytes; one empty response when always and no
         message."""
-        chunk: list[pb.ReceivedMessage] = []
+        timestamps = convert.TimestampCache()
+        response = pb.GetMessagesResponse()
         size = 0
         for message in messages:
-            converted = convert.received_to_proto(message)
-            cost = converted.ByteSize()
-            if chunk and size + cost > RESPONSE_BUDGET:
-                yield pb.GetMessagesResponse(messages=chunk, server_time=self._now())
-                chunk, size = [], 0
-            chunk.append(converted)
+            cost = convert.estimated_size(message)
+            if size and size + cost > RESPONSE_BUDGET:
+                response.server_time.CopyFrom(self._now())
+                yield response
+                response, size = pb.GetMessagesResponse(), 0
+            convert.add_received(response.messages, message, timestamps)
             size += cost
-        if chunk or (always and not messages):
-            yield pb.GetMessagesResponse(messages=chunk, server_time=self._now())
+        if size or (always and not messages):
+            response.server_time.CopyFrom(self._now())
+            yield response
 
     @_unary
     async def PeekMessages(
@@ -319,17 +324,14 @@ class QueueService(pb_grpc.QueueServiceServicer):
         name, receipts, attempt_ids = validation.delete_messages(request)
         outcome = await self._store.delete(name, receipts, attempt_ids)
         self.longpoll.settled(name, outcome.deleted_keys)
-        return pb.DeleteMessagesResponse(
-            results=[
-                pb.DeleteResult(receipt=r.receipt, status=convert.lease_status_to_proto(r.status))
-                for r in outcome.results
-            ],
-            attempt_results=[
-                pb.AttemptDeleteResult(receive_attempt_id=attempt, deleted_count=count)
-                for attempt, count in outcome.attempt_counts
-            ],
-            server_time=self._now(),
-        )
+        response = pb.DeleteMessagesResponse()
+        add = response.results.add
+        for result in outcome.results:
+            add(receipt=result.receipt, status=convert.lease_status_to_proto(result.status))
+        for attempt, count in outcome.attempt_counts:
+            response.attempt_results.add(receive_attempt_id=attempt, deleted_count=count)
+        response.server_time.CopyFrom(self._now())
+        return response
 
     @_unary
     async def UpdateMessage(
