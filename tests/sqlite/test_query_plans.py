@@ -38,7 +38,11 @@ STATEMENTS = {
     "attempt replay": (s.ATTEMPT_LEASES_SQL, "messages_attempt"),
     "expiry sweep": (s.SWEEP_SQL, "messages_expiry"),
     "deliver": (s.DELIVER_SQL, "INTEGER PRIMARY KEY"),
+    "delete by current receipts": (s.DELETE_CURRENT_SQL, "INTEGER PRIMARY KEY"),
 }
+
+# Steps that walk the JSON array of keys a statement is given (one per message named).
+_JSON_ARRAY_STEPS = ("LIST SUBQUERY", "SCAN json_each VIRTUAL TABLE", "SCAN j VIRTUAL TABLE")
 
 
 def _plan(path: Path, sql: str) -> list[str]:
@@ -54,7 +58,10 @@ async def test_hot_statement_searches_an_index(
     sql, index = STATEMENTS[name]
     plan = _plan(db_path, sql)
     assert plan, plan
-    assert all(step.startswith("SEARCH messages") for step in plan), plan
+    assert all(
+        step.startswith(("SEARCH messages", "SEARCH m USING INTEGER PRIMARY KEY", *_JSON_ARRAY_STEPS))
+        for step in plan
+    ), plan
     assert index in plan[0], plan
     assert not any("TEMP B-TREE" in step for step in plan), plan
 
