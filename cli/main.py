@@ -1,4 +1,5 @@
-"""The ``leaseq`` command: ``serve``, ``queue ...``, ``send``, ``receive``, ``peek``, ``redrive``.
+"""The ``leaseq`` command: ``serve``, ``queue ...``, ``send``, ``receive``, ``peek``, ``redrive``,
+``bench``.
 
 Every command but ``serve`` talks to a server at ``--target`` (env ``LEASEQ_TARGET``) and prints
 tables for people, or one JSON document with ``--json``. A failed call prints one line on stderr
@@ -21,6 +22,7 @@ import click
 from leaseq.client import LeaseqError
 
 from .auth_cmd import auth_group
+from .bench_cmd import bench
 from .message_cmds import peek, receive, redrive, send
 from .queue_cmds import queue_group
 from .serve_cmd import serve
@@ -49,6 +51,7 @@ cli.add_command(receive)
 cli.add_command(peek)
 cli.add_command(redrive)
 cli.add_command(auth_group)
+cli.add_command(bench)
 
 
 if __name__ == "__main__":  # pragma: no cover
