@@ -10,7 +10,9 @@
 - ``ack_dataframe(df, target=..., queue=...)``: ack a DataFrame's receipts (``mapInPandas``),
   per-receipt statuses, idempotent under retry.
 - ``LeaseqDataSource`` / ``register(spark)``: the ``"leaseq"`` Python Data Source (batch read,
-  Arrow batch write).
+  Arrow batch write; Structured Streaming read and write: ``spark.readStream.format("leaseq")``,
+  micro-batches that replay exactly by receive attempt id and are deleted on commit, and
+  ``df.writeStream.format("leaseq")``, idempotent per batch and partition; see ``streaming``).
 
 Executors and gRPC: functions shipped to executors carry only settings (target, token); each
 Python worker process makes its own channel on first use, cached by ``(target, pid)``, never

@@ -1,4 +1,5 @@
-"""The Python Data Source ``"leaseq"``: batch read (lease messages) and Arrow batch write (send).
+"""The Python Data Source ``"leaseq"``: batch read (lease messages) and Arrow batch write (send);
+streaming read and write too (``spark.readStream`` / ``df.writeStream``, see ``streaming.py``).
 
 Register it once per session, then::
 
@@ -19,6 +20,11 @@ Write options: ``target``, ``queue`` (required), ``bodyCol`` (body), ``attribute
 separated), ``channelCol``, ``dedupCol``, ``writeId``, ``maxBatchBytes``, ``token``. Without a
 dedup column the dedup ids come from the partition and row position, as in ``write_queue``
 (same guarantee: a retried task re-sends the same ids within the queue's dedup window).
+
+Streaming options (``leaseq.spark_ext.streaming``): source ``target``, ``queue``,
+``numPartitions`` (1), ``maxMessagesPerTrigger`` (50000; 0: no limit), ``visibilityTimeout``
+(300), ``idlePollInterval`` (0.1), ``token``; sink as the batch write, plus ``writeId`` (default:
+the streaming query's id).
 """
 
 from __future__ import annotations
@@ -85,6 +91,18 @@ class LeaseqDataSource(DataSource):
         if overwrite:
             raise ValueError("the leaseq data source only appends (mode 'append')")
         return _Writer(_lower(self.options))
+
+    def streamReader(self, schema: StructType) -> Any:
+        from .streaming import StreamReader
+
+        return StreamReader(_lower(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        if overwrite:
+            raise ValueError("the leaseq stream sink only appends (output mode 'append')")
+        from .streaming import StreamWriter
+
+        return StreamWriter(_lower(self.options))
 
 
 class _Reader(DataSourceReader):

@@ -1,0 +1,501 @@
+"""Structured Streaming for the ``"leaseq"`` data source: a micro-batch source that replays
+exactly and acks on commit, and an Arrow sink that is idempotent per (batch, partition).
+
+::
+
+    spark.dataSource.register(LeaseqDataSource)          # or leaseq.spark_ext.register(spark)
+    stream = (spark.readStream.format("leaseq")
+              .option("target", "host:50051").option("queue", "jobs")
+              .option("numPartitions", 2).option("maxMessagesPerTrigger", 20000).load())
+    (stream.select("message_id", "body").writeStream.format("parquet")
+        .option("path", "/lake/jobs").option("checkpointLocation", "/chk/jobs").start())
+
+The source (``DataSourceStreamReader`` with admission control and ``SupportsTriggerAvailableNow``)
+---------------------------------------------------------------------------------------------
+
+A queue has no offsets, so the source makes its own: an offset is a *micro-batch plan*,
+``{"query", "batch", "messages", "partitions"}``. ``query`` is a random id minted by the first
+reader of a new checkpoint (``initialOffset``) and carried from offset to offset, so Spark's
+offset log keeps it: it is the checkpoint's identity, the same after every restart, and a new
+checkpoint gets a new one. ``batch`` counts the source's micro-batches; ``messages`` is how many
+messages the batch may take (decided by ``latestOffset`` from the visible count and the read
+limit), split over ``partitions`` (at most 10,000 each, one receive request each).
+
+- ``partitions(start, end)``: partition ``p`` of batch ``b`` receives with the receive attempt id
+  ``leaseq-stream:<query>:<b>:<p>`` (``BatchPlan.attempt_id``). Nothing but the logged offset goes
+  into it, so a re-run of the batch (a retried task, the batch re-executed after a restart)
+  names the same ids, and while the leases live the server answers with exactly the same
+  messages and receipts, delivering nothing new (``read`` sorts them by message id, so the
+  order is the same too).
+- ``commit(end)``: ``DeleteMessages`` by the attempt ids of every batch up to ``end`` that this
+  reader has seen and not yet committed (``end`` itself, and after a restart the batch before
+  the re-executed one, whose commit may have been lost in the crash; deleting twice is
+  harmless). Spark calls ``commit(N)`` once batch N+1 is in the offset log, which is after batch
+  N is in the commit log: a message is deleted only after the batch that read it completed.
+- The commit lag: Spark commits batch N only when it constructs batch N+1. So that an idle
+  queue does not keep the last batch leased for ever, ``latestOffset`` answers a *flush batch*
+  (``messages = 0``, no partitions, nothing read) when batches wait for their commit and no
+  message is visible; constructing it commits them. The lag is therefore one trigger.
+- Leases: reads lease for ``visibilityTimeout`` (default 300 s), which must outlive one micro-
+  batch (with its task retries) plus one trigger interval. On top of that the driver extends
+  the leases of every batch that is planned and not yet committed, every third of the lease,
+  in two calls per partition: a *probe* receive that replays the partition's attempt id on a
+  channel filter no message uses (``PROBE_CHANNEL``), which returns the attempt's live leases
+  with their receipts (a replay ignores the new request's filter and limit: contract test
+  ``test_a_replay_ignores_the_new_requests_limits``) and, when there is nothing to replay
+  (the partition was not read yet, read nothing, or its leases ended), receives nothing at all
+  because of the filter, so a probe can never deliver a message under a batch's attempt id;
+  then one ``ChangeVisibility`` of those receipts. Changing visibility keeps the attempt
+  replayable (``test_an_extended_lease_keeps_the_attempt_replayable``): replay rule a looks at
+  the messages' live leases, not at the attempt record's expiry.
+- Admission control: ``getDefaultReadLimit`` is ``ReadMaxRows(maxMessagesPerTrigger)`` (default
+  50,000; 0 means no limit); ``latestOffset(start, limit)`` plans ``min(visible, limit)``
+  messages (``ReadAllAvailable``: all visible; ``ReadMinRows(n)``: nothing until n are visible).
+- ``Trigger.AvailableNow``: ``prepareForTriggerAvailableNow`` records the visible count as the
+  run's budget; batches take from it until it is spent or the queue is empty, then one flush
+  batch commits the last data batch and the query ends. Delivery is oldest first, so the budget
+  covers the messages that were visible at the start unless older ones are released meanwhile.
+
+The sink (``DataSourceStreamArrowWriter``)
+------------------------------------------
+
+Each task sends its partition through ``send_arrow`` with dedup ids
+``<query id>:<batch id>:<partition>:<row position>`` (``dedupCol``'s values instead when given).
+The query id (``sql.streaming.queryId``) is kept in the checkpoint and the batch id is the
+micro-batch's, so a retried task or a batch re-executed after a restart re-sends the same ids and
+the server enqueues none twice, within the target queue's ``dedup_window`` (5 min by default, at
+most 1 h). ``writeId`` replaces the query id (e.g. to keep ids across a new checkpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from ..client.errors import LeaseqError
+from ..client.arrow import DEFAULT_BATCH_BYTES, MAX_ROWS, MESSAGE_SCHEMA
+from ._executor import ClientSettings, client_for, spark_arrow_schema, to_spark_batch
+from .core import send_partition
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGES_PER_TRIGGER",
+    "DEFAULT_VISIBILITY_TIMEOUT",
+    "PROBE_CHANNEL",
+    "BatchPlan",
+    "StreamPartition",
+    "StreamReader",
+    "StreamWriter",
+]
+
+_log = logging.getLogger("leaseq.spark_ext.streaming")
+
+DEFAULT_VISIBILITY_TIMEOUT = 300.0
+DEFAULT_MAX_MESSAGES_PER_TRIGGER = 50_000
+DEFAULT_IDLE_POLL_INTERVAL = 0.1
+
+PROBE_CHANNEL = "leaseq.spark.lease-probe.no-message-has-this-channel"
+"""The channel filter of the driver's lease probes. A probe is a receive with a batch's attempt
+id: a replay answers it whatever the filter; when there is nothing to replay, this filter makes
+it an empty receive (no delivery, no attempt record). Do not send messages on this channel."""
+
+_SPARK_MESSAGE_SCHEMA = spark_arrow_schema(MESSAGE_SCHEMA)
+_BATCH_ID_KEY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
+_QUERY_ID_KEY = "sql.streaming.queryId"  # StreamExecution.QUERY_ID_KEY
+
+
+def _float(options: Any, name: str, default: float) -> float:
+    value = options.get(name)
+    return default if value in (None, "") else float(value)
+
+
+def _int(options: Any, name: str, default: int) -> int:
+    value = options.get(name)
+    return default if value in (None, "") else int(value)
+
+
+# --- offsets ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """One micro-batch of the source, as its offset says: everything a re-run needs."""
+
+    query: str
+    batch: int
+    messages: int
+    partitions: int
+
+    @classmethod
+    def from_offset(cls, offset: dict[str, Any]) -> BatchPlan:
+        return cls(
+            str(offset["query"]),
+            int(offset["batch"]),
+            int(offset.get("messages", 0)),
+            int(offset.get("partitions", 0)),
+        )
+
+    def offset(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "batch": self.batch,
+            "messages": self.messages,
+            "partitions": self.partitions,
+        }
+
+    @classmethod
+    def plan(cls, query: str, batch: int, messages: int, min_partitions: int) -> BatchPlan:
+        """``messages`` over at least ``min_partitions`` partitions of at most 10,000 (one
+        receive request each), and never an empty one."""
+        if messages <= 0:
+            return cls(query, batch, 0, 0)
+        parts = min(messages, max(min_partitions, math.ceil(messages / MAX_ROWS)))
+        return cls(query, batch, messages, parts)
+
+    def sizes(self) -> list[int]:
+        base, extra = divmod(self.messages, self.partitions) if self.partitions else (0, 0)
+        return [base + (1 if p < extra else 0) for p in range(self.partitions)]
+
+    def attempt_id(self, partition: int) -> str:
+        return f"leaseq-stream:{self.query}:{self.batch}:{partition}"
+
+    def attempt_ids(self) -> list[str]:
+        return [self.attempt_id(p) for p in range(self.partitions)]
+
+
+class StreamPartition(InputPartition):
+    """One receive of a micro-batch: its attempt id and how many messages it may take."""
+
+    def __init__(self, attempt_id: str, max_messages: int) -> None:
+        super().__init__((attempt_id, max_messages))
+        self.attempt_id = attempt_id
+        self.max_messages = max_messages
+
+
+# --- the driver side: planning, commits, lease keeping ---------------------------------------
+
+
+class _Driver:
+    """State of the reader on the driver (Spark's streaming source runner process): the query id
+    of a new checkpoint, the batches planned or run and not yet committed, the AvailableNow
+    budget, and the thread that keeps their leases."""
+
+    def __init__(self, reader: StreamReader) -> None:
+        self.reader = reader
+        self.client = client_for(reader.settings)
+        self.query = uuid.uuid4().hex  # used only when the checkpoint has no offset yet
+        self.lock = threading.Lock()
+        self.pending: dict[int, BatchPlan] = {}  # batch -> plan, not yet deleted by commit
+        self.committed_through = -1  # highest batch committed by this process
+        self.budget: int | None = None  # Trigger.AvailableNow: messages left to plan
+        self.last_empty_check = -math.inf
+        self.committed_messages = 0
+        self.keeper = _DriverLeaseKeeper(self)
+        self.keeper.start()
+
+    def track(self, plan: BatchPlan) -> None:
+        if plan.messages > 0 and plan.batch > self.committed_through:
+            with self.lock:
+                self.pending.setdefault(plan.batch, plan)
+
+    def pending_plans(self) -> list[BatchPlan]:
+        with self.lock:
+            return list(self.pending.values())
+
+    def visible(self) -> int:
+        return self.client.stats(self.reader.queue).visible
+
+    def commit(self, end: BatchPlan) -> None:
+        self.track(end)
+        with self.lock:
+            plans = [p for b, p in sorted(self.pending.items()) if b <= end.batch]
+        ids = [a for p in plans for a in p.attempt_ids()]
+        deleted = 0
+        for start in range(0, len(ids), MAX_ROWS):
+            chunk = ids[start : start + MAX_ROWS]
+            # Retried by the client on UNAVAILABLE; a failure here fails the query, and the
+            # re-run commits these batches again (the re-executed batch's start is tracked).
+            result = self.client.delete(self.reader.queue, [], attempt_ids=chunk)
+            deleted += sum(result.attempt_results.values())
+        with self.lock:
+            for plan in plans:
+                self.pending.pop(plan.batch, None)
+            self.committed_through = max(self.committed_through, end.batch)
+            self.committed_messages += deleted
+        _log.debug("commit through batch %d: %d messages deleted", end.batch, deleted)
+
+    def close(self) -> None:
+        self.keeper.stop()
+
+
+class _DriverLeaseKeeper:
+    """Extends the leases of every planned, uncommitted batch every third of the lease.
+
+    The driver holds no receipts: for each partition it replays the receive attempt on
+    ``PROBE_CHANNEL`` (the live leases come back with their current receipts; nothing else can
+    be delivered), then extends them in one ChangeVisibility call per 10,000. A batch committed
+    meanwhile answers MESSAGE_NOT_FOUND / nothing: harmless."""
+
+    def __init__(self, driver: _Driver) -> None:
+        self.driver = driver
+        self.lease = driver.reader.visibility_timeout
+        self.period = max(self.lease / 3.0, 0.1)
+        self.rounds = 0  # completed rounds that extended something
+        self.extended = 0  # leases extended, in total
+        self.changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="leaseq-stream-lease-keeper", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            try:
+                extended = self.extend_once()
+            except Exception:  # noqa: BLE001 - try again next period; the leases may survive
+                _log.debug("lease extension round failed", exc_info=True)
+                continue
+            if extended:
+                with self.changed:
+                    self.rounds += 1
+                    self.extended += extended
+                    self.changed.notify_all()
+
+    def extend_once(self) -> int:
+        client, queue = self.driver.client, self.driver.reader.queue
+        receipts: list[str] = []
+        for plan in self.driver.pending_plans():
+            for attempt_id in plan.attempt_ids():
+                try:
+                    held = client.receive(
+                        queue,
+                        1,
+                        visibility_timeout=self.lease,
+                        wait_time=0,
+                        channel=PROBE_CHANNEL,
+                        attempt_id=attempt_id,
+                    )
+                except LeaseqError:  # e.g. OverLimit: the next partition may still answer
+                    _log.debug("lease probe of %s failed", attempt_id, exc_info=True)
+                    continue
+                receipts.extend(m.receipt for m in held)
+        extended = 0
+        for start in range(0, len(receipts), MAX_ROWS):
+            chunk = receipts[start : start + MAX_ROWS]
+            results = client.change_visibility(queue, [(r, self.lease) for r in chunk])
+            extended += sum(1 for r in results if r.ok)
+        return extended
+
+
+# --- the reader ------------------------------------------------------------------------------
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("leaseq")``: see the module docstring.
+
+    Spark builds one instance in its driver-side source runner (every method but ``read`` runs
+    there, in one process for the life of the query) and pickles fresh instances to executors
+    for ``read``; the driver state is made on the first driver call and never pickled."""
+
+    def __init__(self, options: Any) -> None:
+        target, queue = options.get("target"), options.get("queue")
+        if not target or not queue:
+            raise ValueError('the leaseq stream source needs the options "target" and "queue"')
+        self.settings = ClientSettings(target, options.get("token"))
+        self.queue = queue
+        self.num_partitions = max(1, _int(options, "numPartitions", 1))
+        self.max_per_trigger = _int(
+            options, "maxMessagesPerTrigger", DEFAULT_MAX_MESSAGES_PER_TRIGGER
+        )
+        self.visibility_timeout = _float(options, "visibilityTimeout", DEFAULT_VISIBILITY_TIMEOUT)
+        if self.visibility_timeout <= 0:
+            raise ValueError("visibilityTimeout must be positive: the source reads under leases")
+        self.idle_poll_interval = _float(options, "idlePollInterval", DEFAULT_IDLE_POLL_INTERVAL)
+        self._driver_state: _Driver | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_driver_state"] = None
+        return state
+
+    def _driver(self) -> _Driver:
+        if self._driver_state is None:
+            self._driver_state = _Driver(self)
+        return self._driver_state
+
+    # -- offsets and admission control ---------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        return BatchPlan(self._driver().query, 0, 0, 0).offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.max_per_trigger > 0:
+            return ReadMaxRows(self.max_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        driver = self._driver()
+        driver.budget = driver.visible()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        driver = self._driver()
+        last = BatchPlan.from_offset(start)
+        # `start` is the end of the last batch Spark completed (it is in the commit log): its
+        # messages wait for commit(), which comes when the next batch is constructed.
+        driver.track(last)
+        waiting = bool(driver.pending_plans())
+        total = 0
+        if driver.budget is None or driver.budget > 0:
+            now = time.monotonic()
+            if waiting or now - driver.last_empty_check >= self.idle_poll_interval:
+                visible = driver.visible()
+                total = self._admit(visible, limit)
+                if driver.budget is not None:
+                    total = min(total, driver.budget)
+                if total == 0:
+                    driver.last_empty_check = now
+        if total > 0:
+            plan = BatchPlan.plan(last.query, last.batch + 1, total, self.num_partitions)
+            if driver.budget is not None:
+                driver.budget -= total
+        elif waiting:
+            plan = BatchPlan(last.query, last.batch + 1, 0, 0)  # the flush batch: see above
+        else:
+            return start
+        driver.track(plan)
+        return plan.offset()
+
+    @staticmethod
+    def _admit(visible: int, limit: ReadLimit) -> int:
+        if isinstance(limit, ReadMaxRows):
+            return min(visible, max(limit.max_rows, 0))
+        if isinstance(limit, ReadMinRows):
+            return visible if visible >= limit.min_rows else 0
+        return visible  # ReadAllAvailable (and limits in files or bytes, which do not apply)
+
+    # -- planning, reading, committing ---------------------------------------------------
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        driver = self._driver()
+        first, plan = BatchPlan.from_offset(start), BatchPlan.from_offset(end)
+        if plan.batch <= first.batch:
+            return []
+        # After a restart this is the re-executed batch: the one before it completed, but its
+        # commit may have been lost with the old driver; commit() deletes it again.
+        driver.track(first)
+        driver.track(plan)
+        return [StreamPartition(plan.attempt_id(p), n) for p, n in enumerate(plan.sizes())]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, StreamPartition)
+        client = client_for(self.settings)
+        table = client.receive_arrow(
+            self.queue,
+            partition.max_messages,
+            visibility_timeout=self.visibility_timeout,
+            wait_time=0,
+            attempt_id=partition.attempt_id,
+        )
+        # A first receive returns delivery order, a replay key order: sort, so that every run
+        # of the partition yields the same rows in the same order (position-based dedup ids
+        # downstream, e.g. the leaseq sink, depend on it).
+        table = table.sort_by("message_id")
+        yield from to_spark_batch(table, _SPARK_MESSAGE_SCHEMA)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._driver().commit(BatchPlan.from_offset(end))
+
+    def stop(self) -> None:
+        if self._driver_state is not None:
+            self._driver_state.close()
+
+
+# --- the sink --------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamCommit(WriterCommitMessage):
+    batch: int
+    partition: int
+    rows: int
+    enqueued: int
+    duplicates: int
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("leaseq")``: see the module docstring."""
+
+    def __init__(self, options: Any) -> None:
+        target, queue = options.get("target"), options.get("queue")
+        if not target or not queue:
+            raise ValueError('the leaseq stream sink needs the options "target" and "queue"')
+        self.settings = ClientSettings(target, options.get("token"))
+        self.queue = queue
+        self.body_col = options.get("bodyCol", "body")
+        cols = options.get("attributesCols", "") or ""
+        self.attributes_cols = [c.strip() for c in cols.split(",") if c.strip()] or None
+        self.channel_col = options.get("channelCol") or None
+        self.dedup_col = options.get("dedupCol") or None
+        self.write_id = options.get("writeId") or None
+        self.max_batch_bytes = _int(options, "maxBatchBytes", DEFAULT_BATCH_BYTES)
+        self.last_commit: tuple[int, list[StreamCommit]] | None = None
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommit:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None:
+            raise RuntimeError("the leaseq stream sink runs in a Spark task")
+        batch = ctx.getLocalProperty(_BATCH_ID_KEY)
+        query = self.write_id or ctx.getLocalProperty(_QUERY_ID_KEY)
+        if batch is None or not query:
+            raise RuntimeError("the leaseq stream sink found no streaming batch or query id")
+        partition = ctx.partitionId()
+        rows, enqueued, dups = send_partition(
+            iterator,
+            settings=self.settings,
+            queue=self.queue,
+            partition=partition,
+            write_id=f"{query}:{batch}",
+            body_col=self.body_col,
+            attributes_cols=self.attributes_cols,
+            channel_col=self.channel_col,
+            dedup_col=self.dedup_col,
+            max_batch_bytes=self.max_batch_bytes,
+        )
+        return StreamCommit(int(batch), partition, rows, enqueued, dups)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        self.last_commit = (batchId, [m for m in messages if m is not None])
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        # Sent messages cannot be taken back; the batch's re-run re-sends the same dedup ids.
+        pass
