@@ -224,11 +224,13 @@ class _Tx:
         outcomes: list[SendOutcome] = []
         rows: list[tuple[Any, ...]] = []
         records: list[tuple[Any, ...]] = []
-        for m in messages:
+        # One random draw for the whole batch: 32 hex digits (128 bits) per message id.
+        ids = os.urandom(16 * len(messages)).hex()
+        for index, m in enumerate(messages):
             if m.dedup_id and m.dedup_id in known:
                 outcomes.append(SendOutcome(known[m.dedup_id], duplicate=True))
                 continue
-            message_id = os.urandom(16).hex()
+            message_id = ids[32 * index : 32 * index + 32]
             delay = config.default_delay if m.delay is None else m.delay
             ttl = config.message_retention if m.ttl is None else m.ttl
             rows.append(
