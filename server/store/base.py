@@ -131,7 +131,14 @@ class QueueInfo:
     create_time: float
 
 
-@dataclass(frozen=True)
+# Values made once per message (sent, delivered, peeked, acked) are slotted, not frozen:
+# a frozen dataclass sets each field through object.__setattr__, 1.2 µs for a DeliveredMessage
+# against 0.17 µs, and these are built tens of thousands of times a second (issue 6's profile).
+# Treat them as immutable all the same; nothing here mutates one after building it.
+_PER_MESSAGE = dataclass(slots=True)
+
+
+@_PER_MESSAGE
 class NewMessage:
     """One validated entry of a send. None means the queue's default (default_delay, retention)."""
 
@@ -143,13 +150,13 @@ class NewMessage:
     dedup_id: str = ""
 
 
-@dataclass(frozen=True)
+@_PER_MESSAGE
 class SendOutcome:
     message_id: str
     duplicate: bool = False
 
 
-@dataclass(frozen=True)
+@_PER_MESSAGE
 class DeliveredMessage:
     key: int  # the store's internal id; not shown to clients except inside receipts
     message_id: str
@@ -172,7 +179,7 @@ class ReceiveOutcome:
     next_visible_at: float | None = None
 
 
-@dataclass(frozen=True)
+@_PER_MESSAGE
 class PeekedMessage:
     key: int
     message_id: str
@@ -197,14 +204,14 @@ class PeekPage:
     next_cursor: PeekCursor | None  # None on the last page
 
 
-@dataclass(frozen=True)
+@_PER_MESSAGE
 class VisibilityChange:
     receipt: str
     visibility_timeout: float
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@_PER_MESSAGE
 class LeaseResult:
     receipt: str
     status: LeaseStatus
