@@ -127,19 +127,19 @@ class TimestampCache:
         return made
 
 
-# Bytes a received message's fields other than strings and body can take on the wire: three
-# Timestamps, delivery_count, every tag and length prefix. An upper bound, so a response sized
-# by estimated_size never exceeds its budget.
-_FIXED_FIELD_BYTES = 128
+# Bytes a received message's fields other than body, channel, last_error and attributes can take
+# on the wire: message_id (32) and receipt (39 characters), three Timestamps, delivery_count,
+# every tag and length prefix. An upper bound, so a response sized by estimated_size never
+# exceeds its budget.
+_FIXED_FIELD_BYTES = 256
 
 
 def estimated_size(message: base.DeliveredMessage) -> int:
     """An upper bound of the message's encoded size, without encoding it (str lengths times 4
     bound their UTF-8; ByteSize() per message cost more than building the message did)."""
-    size = _FIXED_FIELD_BYTES + len(message.body) + len(message.message_id) + len(message.receipt)
-    size += 4 * (len(message.channel) + len(message.last_error))
-    for key, value in message.attributes.items():
-        size += 12 + 4 * (len(key) + len(value))
+    size = _FIXED_FIELD_BYTES + len(message.body) + 4 * (len(message.channel) + len(message.last_error))
+    if message.attributes:
+        size += sum(12 + 4 * (len(key) + len(value)) for key, value in message.attributes.items())
     return size
 
 
