@@ -175,7 +175,7 @@ ROW_COLUMNS = ", ".join(_Row._fields)
 # The unary + keeps the planner off messages_leased (which would scan every live lease of the
 # queue) and on messages_attempt (only this attempt's messages).
 ATTEMPT_LEASES_SQL = (
-    f"SELECT {ROW_COLUMNS} FROM messages WHERE queue = ? AND attempt_id = ?"
+    f"SELECT {DELIVERED_COLUMNS} FROM messages WHERE queue = ? AND attempt_id = ?"
     " AND +leased = 1 AND +visible_at > ? ORDER BY key"
 )
 

@@ -27,7 +27,7 @@ from ..base import (
 )
 
 from .schema import _initialize
-from .transaction import HOUSEKEEPING_SECONDS, _Tx
+from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery
 from .writer import MAX_GROUP_WEIGHT, _Writer
 
 T = TypeVar("T")
@@ -58,6 +58,9 @@ class SqliteStore:
         # queue goes through this object (one store per file, as above), and the operations
         # themselves still look the queue up, so a stale entry can never act on a deleted queue.
         self._queues: dict[str, QueueInfo] = {}
+        # Event loop only: each queue's uid as the last receive saw it, to verify receipts on
+        # the event loop (_predecode) instead of the writer thread; the operation checks the uid.
+        self._uids: dict[str, int] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -67,6 +70,7 @@ class SqliteStore:
         writer = _Writer(self._connect)
         self._lease_ceilings.clear()  # the file may have changed while this store was closed
         self._queues.clear()
+        self._uids.clear()
         try:
             key = await writer.start(_initialize)
         except BaseException:
@@ -152,6 +156,7 @@ class SqliteStore:
 
     async def delete_queue(self, name: str) -> None:
         self._queues.pop(name, None)
+        self._uids.pop(name, None)
         try:
             await self._call(lambda tx: tx.delete_queue(name))
         finally:
@@ -176,12 +181,23 @@ class SqliteStore:
         channel_filter: str = "",
         attempt_id: str = "",
     ) -> ReceiveOutcome:
-        return await self._call(
+        delivery = await self._call(
             lambda tx: tx.receive(
                 name, max_messages, visibility_timeout, channel_filter, attempt_id
             ),
             weight=max_messages,
         )
+        self._uids[name] = delivery.uid
+        assert self._codec is not None  # _call checked
+        return finish_delivery(self._codec, delivery)
+
+    def _predecode(self, name: str, receipts: Sequence[str]) -> Decoded | None:
+        """Verify receipts here, on the event loop, when the queue's uid is known (see _uids)."""
+        uid = self._uids.get(name)
+        if uid is None or self._codec is None:
+            return None
+        decode = self._codec.decode
+        return Decoded(uid, [decode(receipt, uid) for receipt in receipts])
 
     async def peek(
         self,
@@ -202,13 +218,17 @@ class SqliteStore:
     async def change_visibility(
         self, name: str, changes: list[VisibilityChange]
     ) -> list[LeaseResult]:
-        return await self._call(lambda tx: tx.change_visibility(name, changes), weight=len(changes))
+        decoded = self._predecode(name, [c.receipt for c in changes])
+        return await self._call(
+            lambda tx: tx.change_visibility(name, changes, decoded), weight=len(changes)
+        )
 
     async def delete(
         self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
     ) -> DeleteOutcome:
+        decoded = self._predecode(name, receipts)
         return await self._call(
-            lambda tx: tx.delete(name, list(receipts), list(attempt_ids)),
+            lambda tx: tx.delete(name, list(receipts), list(attempt_ids), decoded),
             weight=len(receipts) + len(attempt_ids),
         )
 

@@ -95,6 +95,44 @@ def _state(row: _Row, now: float) -> MessageState:
     return message_state(row.visible_at, row.leased, now)
 
 
+@dataclass(slots=True)
+class Delivery:
+    """What a receive leased, as the writer thread leaves it: the queue's uid and the rows
+    (DELIVERED_COLUMNS, in delivery order). The receipts and DeliveredMessages are made from it
+    on the event loop (`finish_delivery`), so that the writer thread, the store's bottleneck,
+    spends its time in SQLite (which runs without the GIL) rather than in Python (issue 6)."""
+
+    uid: int
+    rows: list[tuple[Any, ...]]
+    next_visible_at: float | None = None
+
+
+@dataclass(slots=True)
+class Decoded:
+    """Receipts verified on the event loop against the uid the store last saw for the queue;
+    the operation uses them only if that is still the queue's uid."""
+
+    uid: int
+    receipts: list[tuple[int, int] | None]
+
+
+def finish_delivery(codec: ReceiptCodec, delivery: Delivery) -> ReceiveOutcome:
+    encode, uid = codec.encode, delivery.uid
+    return ReceiveOutcome(
+        [
+            DeliveredMessage(
+                key, message_id, encode(uid, key, seq), body, _decode_attributes(attributes),
+                channel, enqueued_at, expires_at, visible_at, delivery_count, last_error,
+            )
+            for (
+                key, message_id, body, attributes, channel, enqueued_at, expires_at,
+                visible_at, delivery_count, seq, last_error,
+            ) in delivery.rows
+        ],
+        next_visible_at=delivery.next_visible_at,
+    )
+
+
 class _Tx:
     """One operation: the connection (inside the group's transaction, inside this operation's
     savepoint), the instant `now` read once, the receipt codec and the store's lease ceilings
@@ -276,7 +314,7 @@ class _Tx:
         visibility_timeout: float | None,
         channel_filter: str,
         attempt_id: str,
-    ) -> ReceiveOutcome:
+    ) -> Delivery:
         found = self.queue(name)
         timeout = (
             found.config.visibility_timeout if visibility_timeout is None else visibility_timeout
@@ -284,7 +322,7 @@ class _Tx:
         if attempt_id:
             replay = self._replay_attempt(found, attempt_id)
             if replay is not None:
-                return self._outcome(found, replay)
+                return self._delivery(found, replay)
         limit = self._delivery_limit(found, max_messages, timeout)
         delivered = self._deliver(found, self._pick(found, limit, channel_filter), timeout, attempt_id)
         if timeout > 0:
@@ -294,13 +332,13 @@ class _Tx:
                 "INSERT OR REPLACE INTO attempts (queue, attempt_id, until) VALUES (?, ?, ?)",
                 (found.id, attempt_id, self.now + timeout),
             )
-        return self._outcome(found, delivered)
+        return self._delivery(found, delivered)
 
-    def _replay_attempt(self, found: _Queue, attempt_id: str) -> list[DeliveredMessage] | None:
+    def _replay_attempt(self, found: _Queue, attempt_id: str) -> list[tuple[Any, ...]] | None:
         """base.py's attempt cases a (the live leases again) and b (nothing); None for c."""
         rows = self.conn.execute(ATTEMPT_LEASES_SQL, (found.id, attempt_id, self.now)).fetchall()
         if rows:
-            return [self._delivered(found, _Row(*row)) for row in rows]
+            return rows
         record = self.conn.execute(
             "SELECT 1 FROM attempts WHERE queue = ? AND attempt_id = ? AND until > ?",
             (found.id, attempt_id, self.now),
@@ -400,7 +438,9 @@ class _Tx:
 
     def _deliver(
         self, found: _Queue, keys: list[int], timeout: float, attempt_id: str
-    ) -> list[DeliveredMessage]:
+    ) -> list[tuple[Any, ...]]:
+        """Lease the messages of `keys`: their rows after the update (DELIVERED_COLUMNS), in
+        the order of `keys`."""
         if not keys:
             return []
         rows = self.conn.execute(
@@ -409,38 +449,13 @@ class _Tx:
         ).fetchall()
         position = {key: index for index, key in enumerate(keys)}
         rows.sort(key=lambda row: position[row[0]])  # RETURNING has no order
-        encode, uid = self.codec.encode, found.uid
-        return [
-            DeliveredMessage(
-                key, message_id, encode(uid, key, seq), body, _decode_attributes(attributes),
-                channel, enqueued_at, expires_at, visible_at, delivery_count, last_error,
-            )
-            for (
-                key, message_id, body, attributes, channel, enqueued_at, expires_at,
-                visible_at, delivery_count, seq, last_error,
-            ) in rows
-        ]
+        return rows
 
-    def _delivered(self, found: _Queue, row: _Row) -> DeliveredMessage:
-        return DeliveredMessage(
-            key=row.key,
-            message_id=row.message_id,
-            receipt=self.codec.encode(found.uid, row.key, row.receipt_seq),
-            body=row.body,
-            attributes=_decode_attributes(row.attributes),
-            channel=row.channel,
-            enqueued_at=row.enqueued_at,
-            expires_at=row.expires_at,
-            visible_at=row.visible_at,
-            delivery_count=row.delivery_count,
-            last_error=row.last_error,
-        )
-
-    def _outcome(self, found: _Queue, messages: list[DeliveredMessage]) -> ReceiveOutcome:
-        if messages:
-            return ReceiveOutcome(messages)
+    def _delivery(self, found: _Queue, rows: list[tuple[Any, ...]]) -> Delivery:
+        if rows:
+            return Delivery(found.uid, rows)
         (next_visible_at,) = self.conn.execute(NEXT_VISIBLE_SQL, (found.id, self.now)).fetchone()
-        return ReceiveOutcome([], next_visible_at=next_visible_at)
+        return Delivery(found.uid, [], next_visible_at)
 
     # -- peek --------------------------------------------------------------------------------
 
@@ -498,7 +513,13 @@ class _Tx:
 
     # -- leases: shared lookups ----------------------------------------------------------------
 
-    def _decode(self, found: _Queue, receipts: Sequence[str]) -> list[tuple[int, int] | None]:
+    def _decode(
+        self, found: _Queue, receipts: Sequence[str], decoded: Decoded | None = None
+    ) -> list[tuple[int, int] | None]:
+        """The receipts verified against this queue's uid: `decoded` when the event loop already
+        did so with the right uid (see SqliteStore._predecode), else here."""
+        if decoded is not None and decoded.uid == found.uid:
+            return decoded.receipts
         return [self.codec.decode(receipt, found.uid) for receipt in receipts]
 
     def _leases(self, found: _Queue, keys: set[int]) -> dict[int, Lease]:
@@ -533,9 +554,11 @@ class _Tx:
 
     # -- change visibility ---------------------------------------------------------------------
 
-    def change_visibility(self, name: str, changes: list[VisibilityChange]) -> list[LeaseResult]:
+    def change_visibility(
+        self, name: str, changes: list[VisibilityChange], predecoded: Decoded | None = None
+    ) -> list[LeaseResult]:
         found = self.queue(name)
-        decoded = self._decode(found, [c.receipt for c in changes])
+        decoded = self._decode(found, [c.receipt for c in changes], predecoded)
         leases, tombstones = self._lookup(found, decoded)
         changed: dict[int, Lease] = {}
         results = []
@@ -574,9 +597,15 @@ class _Tx:
 
     # -- delete ------------------------------------------------------------------------------
 
-    def delete(self, name: str, receipts: list[str], attempt_ids: Sequence[str]) -> DeleteOutcome:
+    def delete(
+        self,
+        name: str,
+        receipts: list[str],
+        attempt_ids: Sequence[str],
+        predecoded: Decoded | None = None,
+    ) -> DeleteOutcome:
         found = self.queue(name)
-        decoded = self._decode(found, receipts)
+        decoded = self._decode(found, receipts, predecoded)
         # The common case first, in one statement: every receipt that is its message's current
         # one deletes it (fence's step 3 passes exactly when receipt_seq matches in this queue).
         deleted = self._delete_current(found, {d for d in decoded if d is not None})
