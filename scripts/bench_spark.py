@@ -15,7 +15,6 @@ writes each batch to a parquet file (a realistic sink), the naive loop writes no
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -23,6 +22,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _local_spark import local_spark  # noqa: E402  (scripts/ is on sys.path: the script's folder)
 
 
 def main() -> None:
@@ -35,22 +36,8 @@ def main() -> None:
     args = parser.parse_args()
 
     # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p
-    )
-    from pyspark.sql import SparkSession
+    spark = local_spark("leaseq-bench")
     from pyspark.sql import functions as F
-
-    spark = (
-        SparkSession.builder.master("local[2]").appName("leaseq-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
 
     import pyarrow as pa
     import pyarrow.parquet as pq

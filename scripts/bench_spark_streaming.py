@@ -19,13 +19,14 @@ every message once.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _local_spark import local_spark  # noqa: E402  (scripts/ is on sys.path: the script's folder)
 
 
 def main() -> None:
@@ -38,23 +39,10 @@ def main() -> None:
     args = parser.parse_args()
 
     # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p
+    spark = local_spark(
+        "leaseq-bench-streaming",
+        **{"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"},
     )
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]").appName("leaseq-bench-streaming")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
 
     import pyarrow as pa
 
