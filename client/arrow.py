@@ -33,7 +33,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any, Union
 
 import pyarrow as pa
