@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -27,7 +28,8 @@ from ..base import (
 )
 
 from .schema import _initialize
-from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery
+from .reader import _Reader
+from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery, stats_scan
 from .writer import MAX_GROUP_WEIGHT, _Writer
 
 T = TypeVar("T")
@@ -46,6 +48,7 @@ class SqliteStore:
         self.path = Path(path)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._writer: _Writer | None = None
+        self._reader: _Reader | None = None
         self._codec: ReceiptCodec | None = None
         # Writer thread only: when to housekeep next, and per queue id an upper bound on its
         # live leases (see _Tx._delivery_limit). This assumes one store per file at a time,
@@ -77,10 +80,14 @@ class SqliteStore:
             await writer.stop()
             raise
         self._codec = ReceiptCodec(key)
+        self._reader = _Reader(self.path)
         self._writer = writer
 
     async def close(self) -> None:
         writer, self._writer = self._writer, None
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await asyncio.to_thread(reader.close)
         if writer is not None:
             await writer.stop()
 
@@ -166,7 +173,11 @@ class SqliteStore:
         return await self._call(lambda tx: tx.purge_queue(name))
 
     async def stats(self, name: str) -> QueueStats:
-        return await self._call(lambda tx: tx.stats(name))
+        counters = await self._call(lambda tx: tx.stats_counters(name))
+        reader = self._reader
+        if reader is None:
+            raise Unavailable("the SQLite store is not open")
+        return await reader.run(lambda conn: stats_scan(conn, counters))
 
     # -- messages ----------------------------------------------------------------------------
 
