@@ -29,7 +29,7 @@ from ..base import (
 
 from .schema import _initialize
 from .reader import _Reader
-from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery, stats_scan
+from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery, peek_scan, stats_scan
 from .writer import MAX_GROUP_WEIGHT, _Writer
 
 T = TypeVar("T")
@@ -174,10 +174,14 @@ class SqliteStore:
 
     async def stats(self, name: str) -> QueueStats:
         counters = await self._call(lambda tx: tx.stats_counters(name))
+        return await self._read(lambda conn: stats_scan(conn, counters))
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a query that reads many rows on the read connection (see reader.py)."""
         reader = self._reader
         if reader is None:
             raise Unavailable("the SQLite store is not open")
-        return await reader.run(lambda conn: stats_scan(conn, counters))
+        return await reader.run(fn)
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -219,11 +223,12 @@ class SqliteStore:
         include_delayed: bool = False,
         after: PeekCursor | None = None,
     ) -> PeekPage:
-        return await self._call(
-            lambda tx: tx.peek(
-                name, max_messages, channel_filter, include_leased, include_delayed, after
-            ),
-            weight=max_messages,
+        queue_id, now = await self._call(lambda tx: tx.peek_start(name))
+        return await self._read(
+            lambda conn: peek_scan(
+                conn, queue_id, now, max_messages, channel_filter, include_leased,
+                include_delayed, after,
+            )
         )
 
     async def change_visibility(

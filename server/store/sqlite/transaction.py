@@ -169,6 +169,63 @@ def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
     )
 
 
+def peek_scan(
+    conn: sqlite3.Connection,
+    queue_id: int,
+    now: float,
+    max_messages: int,
+    channel_filter: str,
+    include_leased: bool,
+    include_delayed: bool,
+    after: PeekCursor | None,
+) -> PeekPage:
+    """A page of messages in (visible_at, key) order after the cursor, states as at `now`. Runs
+    on the read connection, like stats_scan: a page may hold 10,000 messages."""
+    state_clause, state_params = _peek_states(include_leased, include_delayed, now)
+    clause, clause_params = _channel_clause(channel_filter)
+    cursor = " AND (visible_at, key) > (?, ?)" if after is not None else ""
+    sql = (
+        f"SELECT {ROW_COLUMNS} FROM messages WHERE queue = ?{state_clause}{clause}{cursor}"
+        " ORDER BY visible_at, key LIMIT ?"
+    )
+    params = (queue_id, *state_params, *clause_params, *(after or ()), max_messages + 1)
+    rows = [_Row(*row) for row in conn.execute(sql, params)]
+    page = rows[:max_messages]
+    more = len(rows) > max_messages
+    return PeekPage(
+        messages=[_peeked(row, now) for row in page],
+        next_cursor=(page[-1].visible_at, page[-1].key) if more and page else None,
+    )
+
+
+def _peek_states(
+    include_leased: bool, include_delayed: bool, now: float
+) -> tuple[str, tuple[Any, ...]]:
+    if include_leased and include_delayed:
+        return "", ()
+    if include_leased:
+        return " AND (visible_at <= ? OR leased = 1)", (now,)
+    if include_delayed:
+        return " AND (visible_at <= ? OR leased = 0)", (now,)
+    return " AND visible_at <= ?", (now,)
+
+
+def _peeked(row: _Row, now: float) -> PeekedMessage:
+    return PeekedMessage(
+        key=row.key,
+        message_id=row.message_id,
+        body=row.body,
+        attributes=_decode_attributes(row.attributes),
+        channel=row.channel,
+        enqueued_at=row.enqueued_at,
+        expires_at=row.expires_at,
+        visible_at=row.visible_at,
+        delivery_count=row.delivery_count,
+        last_error=row.last_error,
+        state=_state(row, now),
+    )
+
+
 class _Tx:
     """One operation: the connection (inside the group's transaction, inside this operation's
     savepoint), the instant `now` read once, the receipt codec and the store's lease ceilings
@@ -483,57 +540,10 @@ class _Tx:
 
     # -- peek --------------------------------------------------------------------------------
 
-    def peek(
-        self,
-        name: str,
-        max_messages: int,
-        channel_filter: str,
-        include_leased: bool,
-        include_delayed: bool,
-        after: PeekCursor | None,
-    ) -> PeekPage:
-        found = self.queue(name)
-        state_clause, state_params = self._peek_states(include_leased, include_delayed)
-        clause, clause_params = _channel_clause(channel_filter)
-        cursor = " AND (visible_at, key) > (?, ?)" if after is not None else ""
-        sql = (
-            f"SELECT {ROW_COLUMNS} FROM messages WHERE queue = ?{state_clause}{clause}{cursor}"
-            " ORDER BY visible_at, key LIMIT ?"
-        )
-        params = (found.id, *state_params, *clause_params, *(after or ()), max_messages + 1)
-        rows = [_Row(*row) for row in self.conn.execute(sql, params)]
-        page = rows[:max_messages]
-        more = len(rows) > max_messages
-        return PeekPage(
-            messages=[self._peeked(row) for row in page],
-            next_cursor=(page[-1].visible_at, page[-1].key) if more and page else None,
-        )
-
-    def _peek_states(
-        self, include_leased: bool, include_delayed: bool
-    ) -> tuple[str, tuple[Any, ...]]:
-        if include_leased and include_delayed:
-            return "", ()
-        if include_leased:
-            return " AND (visible_at <= ? OR leased = 1)", (self.now,)
-        if include_delayed:
-            return " AND (visible_at <= ? OR leased = 0)", (self.now,)
-        return " AND visible_at <= ?", (self.now,)
-
-    def _peeked(self, row: _Row) -> PeekedMessage:
-        return PeekedMessage(
-            key=row.key,
-            message_id=row.message_id,
-            body=row.body,
-            attributes=_decode_attributes(row.attributes),
-            channel=row.channel,
-            enqueued_at=row.enqueued_at,
-            expires_at=row.expires_at,
-            visible_at=row.visible_at,
-            delivery_count=row.delivery_count,
-            last_error=row.last_error,
-            state=_state(row, self.now),
-        )
+    def peek_start(self, name: str) -> tuple[int, float]:
+        """The writer's part of peek: the sweep (base.py: before every operation). The page is
+        read on the read connection (`peek_scan`): (queue id, now)."""
+        return self.queue(name).id, self.now
 
     # -- leases: shared lookups ----------------------------------------------------------------
 
