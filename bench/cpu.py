@@ -28,6 +28,7 @@ class CpuMeter:
         self.pid = pid
         self._cpu0: float | None = None
         self._wall0 = 0.0
+        self.cpu_seconds: float | None = None  # used between start() and stop(), once stopped
 
     def start(self) -> None:
         self._cpu0 = process_cpu_seconds(self.pid) if self.pid else None
@@ -40,4 +41,5 @@ class CpuMeter:
         wall = time.monotonic() - self._wall0
         if cpu is None or wall <= 0:
             return None
+        self.cpu_seconds = cpu - self._cpu0
         return round(100.0 * (cpu - self._cpu0) / wall, 2)

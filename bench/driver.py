@@ -42,6 +42,7 @@ class Outcome:
     reports: list[dict[str, Any]]  # one per job, in job order
     window: Window
     server_cpu_percent: float | None
+    server_cpu_seconds: float | None = None  # over the window
 
 
 Progress = Callable[[float, int], None]
@@ -143,7 +144,9 @@ def run_workers(
         collector.wait(lambda: len(collector.reports) >= len(jobs), RESULT_TIMEOUT, "results")
         for process in processes:
             process.join(timeout=10)
-        return Outcome([collector.reports[job.index] for job in jobs], window, cpu)
+        return Outcome(
+            [collector.reports[job.index] for job in jobs], window, cpu, meter.cpu_seconds
+        )
     finally:
         for process in processes:  # only after a failure: the others ended above
             if process.is_alive():

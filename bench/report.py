@@ -95,7 +95,10 @@ def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
         in_process = any(r.in_process_msgs_per_s is not None for r in results)
         if in_process:
             columns += ["in-process msgs/s", "grpc/in-process"]
-        columns += ["server CPU %", "client CPU %"]
+        baseline = any(r.baseline_msgs_per_s is not None for r in results)
+        if baseline:
+            columns += ["raw SQLite msgs/s", "x raw", "raw µs/msg"]
+        columns += ["server CPU %", "server µs/msg", "client CPU %"]
         for column in columns:
             table.add_column(column, justify="right")
         for result in results:
@@ -111,7 +114,12 @@ def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
             if in_process:
                 row += [_rate(result.in_process_msgs_per_s),
                         "-" if result.ratio is None else f"{result.ratio:.2f}x"]
-            row += [_ms(result.server_cpu_percent), _ms(result.client_cpu_percent)]
+            if baseline:
+                row += [_rate(result.baseline_msgs_per_s),
+                        "-" if result.baseline_ratio is None else f"{result.baseline_ratio:.2f}x",
+                        _ms(result.baseline_cpu_us_per_msg)]
+            row += [_ms(result.server_cpu_percent), _ms(result.server_cpu_us_per_msg),
+                    _ms(result.client_cpu_percent)]
             table.add_row(*row)
     console.print(table)
     for result in results:
@@ -136,6 +144,9 @@ def to_json(results: list[RunResult]) -> dict[str, Any]:
     if any(r.get("ratio") is not None for r in runs):
         sweep["in_process_msgs_per_s"] = [r["in_process_msgs_per_s"] for r in runs]
         sweep["ratio"] = [r["ratio"] for r in runs]
+    if any(r.get("baseline_ratio") is not None for r in runs):
+        sweep["baseline_msgs_per_s"] = [r["baseline_msgs_per_s"] for r in runs]
+        sweep["baseline_ratio"] = [r["baseline_ratio"] for r in runs]
     return {**common, **sweep, "runs": runs}
 
 

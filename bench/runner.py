@@ -1,11 +1,13 @@
 """A whole `leaseq bench` run: the server (started here, or --target's), one gRPC run per batch
-size, then, with --in-process, the same runs against the store alone, once the server is gone."""
+size, then, with --in-process, the same runs against the store alone, and with --baseline the raw
+SQLite loop (baseline.py) at each batch size, once the server is gone."""
 
 from __future__ import annotations
 
 from contextlib import ExitStack
 from urllib.parse import urlsplit
 
+from .baseline import run_baseline
 from .inprocess import run_in_process
 from .launcher import running_server, store_for
 from .report import ProgressBar
@@ -48,4 +50,18 @@ def run(settings: Settings, bar: ProgressBar) -> list[RunResult]:
             result.in_process_p99_ms = figures["p99_ms"]
             if figures["msgs_per_s"]:
                 result.ratio = round(result.msgs_per_s / figures["msgs_per_s"], 4)
+    if settings.baseline:
+        for result in results:
+            batch = result.settings["batch"]
+            with bar.run(f"raw SQLite loop batch {batch}", total) as progress:
+                figures = run_baseline(
+                    settings.scenario, batch, settings.duration, settings.body_bytes,
+                    warmup=settings.warmup,
+                )
+                if progress is not None:
+                    progress(total, figures["messages"])
+            result.baseline_msgs_per_s = figures["msgs_per_s"]
+            result.baseline_cpu_us_per_msg = figures["cpu_us_per_msg"]
+            if figures["msgs_per_s"]:
+                result.baseline_ratio = round(result.msgs_per_s / figures["msgs_per_s"], 4)
     return results

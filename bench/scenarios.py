@@ -184,6 +184,8 @@ def _merge(settings: Settings, batch: int, jobs: list[Job], outcome: Outcome) ->
         result.p50_ms = result.latency[main].p50_ms
         result.p99_ms = result.latency[main].p99_ms
     result.server_cpu_percent = outcome.server_cpu_percent
+    if settings.scenario in ("send", "cycle") and counted and outcome.server_cpu_seconds:
+        result.server_cpu_us_per_msg = round(1e6 * outcome.server_cpu_seconds / counted, 2)
     client_cpu = sum(r.get("cpu_s", 0.0) for r in reports)
     if settings.scenario != "wake" and outcome.window.duration > 0:
         result.client_cpu_percent = round(100 * client_cpu / outcome.window.duration, 2)

@@ -40,6 +40,7 @@ class Settings:
     server_pid: int | None = None  # with --target: the server process, for CPU figures
     dsn: str = DEFAULT_DSN  # --store postgres: the database (a fresh schema is used)
     in_process: bool = False
+    baseline: bool = False  # also run the raw SQLite loop (bench/baseline.py) at each batch
 
     def describe(self, batch: int) -> dict[str, Any]:
         """The settings of the run with this batch, as they go into the JSON."""
@@ -97,11 +98,17 @@ class RunResult:
     p99_ms: float | None = None
     latency: dict[str, Latency] = field(default_factory=dict)
     server_cpu_percent: float | None = None  # of one core, over the measured window
+    # Server CPU time (all threads) over the window per message counted: the figure that load
+    # on the machine disturbs least (send, cycle).
+    server_cpu_us_per_msg: float | None = None
     client_cpu_percent: float | None = None  # all client processes together
     in_process_msgs_per_s: float | None = None
     in_process_p50_ms: float | None = None
     in_process_p99_ms: float | None = None
     ratio: float | None = None  # msgs_per_s / in_process_msgs_per_s
+    baseline_msgs_per_s: float | None = None  # --baseline: the raw SQLite loop, same batch
+    baseline_cpu_us_per_msg: float | None = None  # its own CPU time per message
+    baseline_ratio: float | None = None  # msgs_per_s / baseline_msgs_per_s
     extra: dict[str, Any] = field(default_factory=dict)  # scenario-specific figures
     check: dict[str, Any] = field(default_factory=dict)  # message accounting; "ok" says it held
 

@@ -142,6 +142,12 @@ def _store(value: str) -> str:
     help="send/cycle: also run the same loops against the store directly (no gRPC) and "
     "report the ratio gRPC / in-process.",
 )
+@click.option(
+    "--baseline",
+    is_flag=True,
+    help="send/cycle: also run the raw SQLite loop (durable insert + lease + delete, or insert "
+    "only for send; no gRPC) at each batch and report the ratio to it.",
+)
 @click.option("as_json", "--json", is_flag=True, help="Print one JSON object (no table, no bar).")
 @click.option(
     "--plot",
@@ -165,6 +171,7 @@ def bench(
     duration: float,
     warmup: float,
     in_process: bool,
+    baseline: bool,
     as_json: bool,
     plot: str | None,
 ) -> None:
@@ -194,6 +201,8 @@ def bench(
         )
     if in_process and scenario not in ("send", "cycle"):
         raise click.UsageError("--in-process is for the send and cycle scenarios")
+    if baseline and scenario not in ("send", "cycle"):
+        raise click.UsageError("--baseline is for the send and cycle scenarios")
     if in_process and target is not None and not store_given:
         raise click.UsageError(
             "--in-process with --target needs --store: the kind of store to run in-process"
@@ -236,6 +245,7 @@ def bench(
         server_pid=server_pid,
         dsn=dsn,
         in_process=in_process,
+        baseline=baseline,
     )
     bar = ProgressBar(enabled=not as_json and sys.stderr.isatty() and not os.environ.get("CI"))
     try:

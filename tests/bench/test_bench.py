@@ -82,6 +82,33 @@ def test_cycle_coupled_with_in_process_and_sweep(store: str) -> None:
         )
 
 
+@pytest.mark.parametrize("scenario", ["send", "cycle"])
+def test_baseline_and_server_cpu_per_message(scenario: str) -> None:
+    """--baseline runs the raw SQLite loop at each batch of the sweep and reports the ratio; the
+    server's CPU per message is reported for send and cycle."""
+    out = bench(scenario, "--store", "sqlite", "--batch", "5,50", "--baseline", *SHORT)
+    assert out["batch"] == [5, 50]
+    assert out["baseline_ratio"] == [r["baseline_ratio"] for r in out["runs"]]
+    for run in out["runs"]:
+        assert_run(run, scenario, "sqlite")
+        assert run["baseline_msgs_per_s"] > 0 and run["baseline_cpu_us_per_msg"] > 0
+        assert run["baseline_ratio"] == pytest.approx(
+            run["msgs_per_s"] / run["baseline_msgs_per_s"], rel=0.01, abs=1e-4
+        )
+        assert run["server_cpu_us_per_msg"] is not None and run["server_cpu_us_per_msg"] >= 0
+
+
+def test_baseline_loops_alone(tmp_path) -> None:
+    """The raw loops count whole batches and leave no file behind."""
+    from leaseq.bench.baseline import run_baseline
+
+    for scenario in ("send", "cycle"):
+        figures = run_baseline(scenario, 7, 0.05, directory=str(tmp_path))
+        assert figures["messages"] > 0 and figures["messages"] % 7 == 0
+        assert figures["msgs_per_s"] > 0
+    assert list(tmp_path.iterdir()) == []  # the temporary files are gone
+
+
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
 def test_cycle_split(store: str) -> None:
     run = bench("cycle", "--store", store, "--batch", "10", "--producers", "1", "--consumers",
@@ -164,6 +191,7 @@ def _bench_schemas() -> set[str]:
         (["send", "--store", "mysql"], "use sqlite, memory, postgres"),
         (["fly"], "'fly' is not one of"),
         (["wake", "--in-process"], "--in-process is for the send and cycle"),
+        (["idle", "--baseline"], "--baseline is for the send and cycle"),
         (["send", "--in-process", "--target", "127.0.0.1:1"], "needs --store"),
         (["cycle", "--producers", "0"], "give --backlog"),
         (["send", "--duration", "soon"], "is not a duration"),
