@@ -7,7 +7,6 @@ from __future__ import annotations
 from contextlib import ExitStack
 from urllib.parse import urlsplit
 
-from .baseline import run_baseline
 from .inprocess import run_in_process
 from .launcher import running_server, store_for
 from .report import ProgressBar
@@ -51,6 +50,9 @@ def run(settings: Settings, bar: ProgressBar) -> list[RunResult]:
             if figures["msgs_per_s"]:
                 result.ratio = round(result.msgs_per_s / figures["msgs_per_s"], 4)
     if settings.baseline:
+        # Imported here so that `python -m leaseq.bench.baseline` runs it fresh (runpy).
+        from .baseline import run_baseline
+
         for result in results:
             batch = result.settings["batch"]
             with bar.run(f"raw SQLite loop batch {batch}", total) as progress:
