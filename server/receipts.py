@@ -13,6 +13,12 @@ delivery and checked on every ack, and keyed BLAKE2b costs a third of HMAC-SHA25
 against 1.5 µs a call), a sixth of the store's time per message at batch 1,000 (issue 6's
 profile). Version 1 (HMAC-SHA256, written by earlier releases) still verifies, so receipts held
 by consumers across an upgrade stay valid until their messages are delivered again.
+
+`encode_many` / `decode_many` do a whole batch (a receive's deliveries, an ack's receipts) with the
+same results as one call per receipt, at about half the cost (issue 20): the key is set up once
+(a copy of a keyed BLAKE2b state skips re-keying, one compression per MAC less) and one base64
+call codes the whole batch, each 29-byte receipt padded to 30 bytes = 40 characters, of which
+the receipt is the first 39 (the pad byte is 0, so the 39th character is the same as unpadded).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import hashlib
 import hmac
 import secrets
 import struct
+from collections.abc import Iterable, Sequence
 
 _V1_HMAC_SHA256 = 1
 _V2_BLAKE2B = 2
@@ -30,6 +37,9 @@ _UID = struct.Struct(">Q")
 _MAC_BYTES = 16
 _RAW_BYTES = _BODY.size + _MAC_BYTES  # 29 bytes: 39 base64 characters, 1 of padding dropped
 _TEXT_CHARS = 39
+_PAD = b"\0"  # encode_many / decode_many: 29 bytes + 1 = 30 bytes = 40 base64 characters
+_PADDED_BYTES = _RAW_BYTES + 1
+_PADDED_CHARS = 40
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 _URLSAFE_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -51,6 +61,55 @@ class ReceiptCodec:
         self._key = signing_key
         # BLAKE2b takes at most 64 key bytes; the stores draw 32.
         self._blake_key = signing_key[:64]
+        self._keyed = hashlib.blake2b(key=self._blake_key, digest_size=_MAC_BYTES)
+
+    def encode_many(self, queue_uid: int, pairs: Iterable[tuple[int, int]]) -> list[str]:
+        """encode() of each (message_key, receipt_seq), in order."""
+        uid = _UID.pack(queue_uid)
+        pack, copy = _BODY.pack, self._keyed.copy
+        padded = []
+        for message_key, receipt_seq in pairs:
+            body = pack(_V2_BLAKE2B, message_key, receipt_seq)
+            mac = copy()
+            mac.update(body + uid)
+            padded.append(body + mac.digest() + _PAD)
+        text = binascii.b2a_base64(b"".join(padded), newline=False).translate(_TO_URLSAFE)
+        chars = text.decode("ascii")
+        return [chars[start : start + _TEXT_CHARS] for start in range(0, len(chars), _PADDED_CHARS)]
+
+    def decode_many(self, receipts: Sequence[str], queue_uid: int) -> list[tuple[int, int] | None]:
+        """decode() of each receipt, in order."""
+        # Only text of the right shape goes through the batch; anything else (and a batch whose
+        # joined text does not decode) takes decode() one by one.
+        if not receipts:
+            return []
+        if not all(
+            isinstance(r, str) and len(r) == _TEXT_CHARS and r.isascii() and r[-1] in _CANONICAL_LAST
+            for r in receipts
+        ):
+            return [self.decode(receipt, queue_uid) for receipt in receipts]
+        try:
+            raw = binascii.a2b_base64(
+                "A".join(receipts).encode("ascii").translate(_FROM_URLSAFE) + b"A",
+                strict_mode=True,
+            )
+        except binascii.Error:
+            return [self.decode(receipt, queue_uid) for receipt in receipts]
+        uid = _UID.pack(queue_uid)
+        unpack, copy, same = _BODY.unpack_from, self._keyed.copy, hmac.compare_digest
+        out: list[tuple[int, int] | None] = []
+        for start in range(0, len(raw), _PADDED_BYTES):
+            version, message_key, receipt_seq = unpack(raw, start)
+            body = raw[start : start + _BODY.size]
+            mac = raw[start + _BODY.size : start + _RAW_BYTES]
+            if version == _V2_BLAKE2B:
+                expected = copy()
+                expected.update(body + uid)
+                ok = same(mac, expected.digest())
+            else:  # version 1 (or unknown: _mac refuses it below)
+                ok = version == _V1_HMAC_SHA256 and same(mac, self._mac(version, body, queue_uid))
+            out.append((message_key, receipt_seq) if ok else None)
+        return out
 
     def _mac(self, version: int, body: bytes, queue_uid: int) -> bytes:
         if version == _V2_BLAKE2B:

@@ -237,22 +237,25 @@ class QueueService(pb_grpc.QueueServiceServicer):
     def _batches(
         self, messages: list[DeliveredMessage], *, always: bool
     ) -> Iterable[pb.GetMessagesResponse]:
-        """Responses of at most RESPONSE_BUDGET bytes; one empty response when always and no
-        message."""
-        timestamps = convert.TimestampCache()
-        response = pb.GetMessagesResponse()
+        """Responses of at most RESPONSE_BUDGET bytes of messages; one empty response when
+        always and no message."""
+        encode = convert.ReceivedEncoder()
+        parts: list[bytes] = []
         size = 0
         for message in messages:
-            cost = convert.estimated_size(message)
-            if size and size + cost > RESPONSE_BUDGET:
-                response.server_time.CopyFrom(self._now())
-                yield response
-                response, size = pb.GetMessagesResponse(), 0
-            convert.add_received(response.messages, message, timestamps)
-            size += cost
+            encoded = encode(message)
+            if size and size + len(encoded) > RESPONSE_BUDGET:
+                yield self._received(parts)
+                parts, size = [], 0
+            parts.append(encoded)
+            size += len(encoded)
         if size or (always and not messages):
-            response.server_time.CopyFrom(self._now())
-            yield response
+            yield self._received(parts)
+
+    def _received(self, parts: list[bytes]) -> pb.GetMessagesResponse:
+        response = convert.ReceivedEncoder.response(parts)
+        response.server_time.CopyFrom(self._now())
+        return response
 
     @_unary
     async def PeekMessages(

@@ -66,3 +66,28 @@ def test_an_unknown_version_is_refused() -> None:
     body = struct.pack(">BQI", 3, 1, 1)
     text = base64.urlsafe_b64encode(body + bytes(16)).rstrip(b"=").decode("ascii")
     assert ReceiptCodec(KEY).decode(text, UID) is None
+
+
+def test_batches_code_exactly_as_one_by_one() -> None:
+    """encode_many / decode_many (the stores' hot paths) give what encode / decode give, for
+    every kind of receipt, good or bad, mixed in one batch."""
+    codec = ReceiptCodec(KEY)
+    pairs = [(1, 0), (2**40 + 7, 3), (2**63 - 1, 2**32 - 1), (12345, 6)]
+    assert codec.encode_many(UID, pairs) == [codec.encode(UID, k, s) for k, s in pairs]
+    assert codec.encode_many(UID, []) == []
+    good = codec.encode_many(UID, pairs)
+    tampered = good[1][:5] + ("B" if good[1][5] != "B" else "C") + good[1][6:]
+    other_queue = codec.encode(UID + 1, 5, 5)
+    batches = [
+        good,
+        good + [_v1_receipt(KEY, UID, 99, 5)],
+        good + [tampered, other_queue],
+        good + ["A" * 39],  # right shape, wrong MAC
+        good + [good[0][:-1] + "B"],  # a non-canonical last character
+        good + ["", "é" * 39, "=" * 39, "+" * 39],  # wrong shapes: the one-by-one path
+        [good[0][:10] + "=" + good[0][11:]] + good,  # the joined text does not decode
+        [],
+    ]
+    for batch in batches:
+        assert codec.decode_many(batch, UID) == [codec.decode(r, UID) for r in batch], batch
+    assert codec.decode_many(good, UID) == pairs

@@ -57,3 +57,45 @@ def test_malformed_peek_tokens(token) -> None:
     with pytest.raises(InvalidArgument) as caught:
         convert.decode_peek_token(token, "", False, False)
     assert caught.value.field == "page_token"
+
+
+def _received_by_fields(message) -> "pb.ReceivedMessage":
+    """The ReceivedMessage built field by field with the protobuf API: what the wire encoder must
+    give."""
+    from leaseq.v1 import queue_service_pb2 as pb
+
+    return pb.ReceivedMessage(
+        message_id=message.message_id,
+        receipt=message.receipt,
+        body=message.body,
+        attributes=message.attributes,
+        channel=message.channel,
+        enqueued_at=convert.seconds_to_timestamp(message.enqueued_at),
+        expires_at=convert.seconds_to_timestamp(message.expires_at),
+        visible_at=convert.seconds_to_timestamp(message.visible_at),
+        delivery_count=message.delivery_count,
+        last_error=message.last_error,
+    )
+
+
+def test_received_messages_encode_as_the_protobuf_api_builds_them() -> None:
+    """ReceivedEncoder writes ReceivedMessages as wire bytes: every field, empty or not, short or
+    long (lengths over 127 take a longer varint), non-ASCII text, shared and distinct instants."""
+    from leaseq.server.store.base import DeliveredMessage
+
+    t = 1_800_000_000.123456
+    messages = [
+        DeliveredMessage(1, "a" * 32, "r" * 39, b"x" * 100, {}, "", t, t + 60, t + 30, 1, ""),
+        DeliveredMessage(2, "b" * 32, "s" * 39, b"", {}, "", t, t + 60, t + 30, 1, ""),
+        DeliveredMessage(
+            3, "c" * 32, "t" * 39, bytes(range(256)) * 70, {"k": "v", "é": "ü" * 200, "": ""},
+            "orders/eu", t - 0.5, t + 1e6, -0.25, 300, "failed: " + "ß" * 100,
+        ),
+        DeliveredMessage(4, "d" * 32, "u" * 39, b"\0", {}, "c", 0.0, t, t, 2**31 - 1, "e"),
+    ]
+    encode = convert.ReceivedEncoder()
+    parts = [encode(message) for message in messages]
+    response = convert.ReceivedEncoder.response(parts)
+    assert list(response.messages) == [_received_by_fields(m) for m in messages]
+    assert convert.ReceivedEncoder.response([]).messages == []
+    assert convert.received_to_proto(messages[2]) == _received_by_fields(messages[2])

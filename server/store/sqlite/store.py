@@ -211,8 +211,7 @@ class SqliteStore:
         uid = self._uids.get(name)
         if uid is None or self._codec is None:
             return None
-        decode = self._codec.decode
-        return Decoded(uid, [decode(receipt, uid) for receipt in receipts])
+        return Decoded(uid, self._codec.decode_many(receipts, uid))
 
     async def peek(
         self,

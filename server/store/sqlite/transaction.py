@@ -117,17 +117,18 @@ class Decoded:
 
 
 def finish_delivery(codec: ReceiptCodec, delivery: Delivery) -> ReceiveOutcome:
-    encode, uid = codec.encode, delivery.uid
+    rows = delivery.rows
+    receipts = codec.encode_many(delivery.uid, [(row[0], row[9]) for row in rows])
     return ReceiveOutcome(
         [
             DeliveredMessage(
-                key, message_id, encode(uid, key, seq), body, _decode_attributes(attributes),
+                key, message_id, receipt, body, _decode_attributes(attributes),
                 channel, enqueued_at, expires_at, visible_at, delivery_count, last_error,
             )
-            for (
+            for receipt, (
                 key, message_id, body, attributes, channel, enqueued_at, expires_at,
-                visible_at, delivery_count, seq, last_error,
-            ) in delivery.rows
+                visible_at, delivery_count, _, last_error,
+            ) in zip(receipts, rows)
         ],
         next_visible_at=delivery.next_visible_at,
     )
@@ -554,7 +555,7 @@ class _Tx:
         did so with the right uid (see SqliteStore._predecode), else here."""
         if decoded is not None and decoded.uid == found.uid:
             return decoded.receipts
-        return [self.codec.decode(receipt, found.uid) for receipt in receipts]
+        return self.codec.decode_many(receipts, found.uid)
 
     def _leases(self, found: _Queue, keys: set[int]) -> dict[int, Lease]:
         """Lease state of those keys that are messages of this queue."""
