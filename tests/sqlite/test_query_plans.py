@@ -39,6 +39,7 @@ STATEMENTS = {
     "expiry sweep": (s.SWEEP_SQL, "messages_expiry"),
     "deliver": (s.DELIVER_SQL, "INTEGER PRIMARY KEY"),
     "delete by current receipts": (s.DELETE_CURRENT_SQL, "INTEGER PRIMARY KEY"),
+    "tombstone of a key": (s.TOMBSTONE_RUN_SQL, "INTEGER PRIMARY KEY"),
 }
 
 # Steps that walk the JSON array of keys a statement is given (one per message named).
@@ -59,7 +60,10 @@ async def test_hot_statement_searches_an_index(
     plan = _plan(db_path, sql)
     assert plan, plan
     assert all(
-        step.startswith(("SEARCH messages", "SEARCH m USING INTEGER PRIMARY KEY", *_JSON_ARRAY_STEPS))
+        step.startswith(
+            ("SEARCH messages", "SEARCH tombstones", "SEARCH m USING INTEGER PRIMARY KEY",
+             *_JSON_ARRAY_STEPS)
+        )
         for step in plan
     ), plan
     assert index in plan[0], plan

@@ -45,7 +45,7 @@ from ..base import (
 )
 from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
-from .schema import ATTEMPT_LEASES_SQL, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SWEEP_SQL, _CONFIG_FIELDS, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
+from .schema import ATTEMPT_LEASES_SQL, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SWEEP_SQL, _CONFIG_FIELDS, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
 
 T = TypeVar("T")
 
@@ -64,6 +64,24 @@ IN_CHUNK = 500
 def _chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _runs(deleted: Iterable[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(first key, last key, receipt_seq) of each run of consecutive keys with one seq: a
+    tombstone row each (schema.py)."""
+    runs: list[tuple[int, int, int]] = []
+    first = last = seq = -1
+    for key, key_seq in sorted(deleted):
+        if key == last + 1 and key_seq == seq:
+            last = key
+            continue
+        if first >= 0:
+            runs.append((first, last, seq))
+        first = last = key
+        seq = key_seq
+    if first >= 0:
+        runs.append((first, last, seq))
+    return runs
 
 
 # --- one operation's view of the database ---------------------------------------------------
@@ -569,15 +587,15 @@ class _Tx:
         return leases
 
     def _tombstones(self, found: _Queue, keys: Iterable[int]) -> dict[int, Tombstone]:
+        """Tombstones of those keys in this queue: one primary key search per key (only receipts
+        that touched no message come here)."""
         tombstones: dict[int, Tombstone] = {}
-        for chunk in _chunks(sorted(keys)):
-            marks = ", ".join("?" * len(chunk))
-            for key, seq, deleted_at in self.conn.execute(
-                f"SELECT key, receipt_seq, deleted_at FROM tombstones WHERE key IN ({marks})"
-                " AND queue = ?",
-                (*chunk, found.id),
-            ):
-                tombstones[key] = Tombstone(seq, deleted_at)
+        for key in keys:
+            run = self.conn.execute(TOMBSTONE_RUN_SQL, (key,)).fetchone()
+            if run is not None:
+                _, last_key, queue_id, seq, deleted_at = run
+                if key <= last_key and queue_id == found.id:
+                    tombstones[key] = Tombstone(seq, deleted_at)
         return tombstones
 
     def _lookup(
@@ -678,12 +696,18 @@ class _Tx:
         return DeleteOutcome(results, attempt_counts, all_deleted)
 
     def _delete_current(self, found: _Queue, pairs: set[tuple[int, int]]) -> dict[int, int]:
-        """Delete the messages of this queue whose receipt_seq is the pair's: key -> seq."""
-        if not pairs:
-            return {}
-        return dict(
-            self.conn.execute(DELETE_CURRENT_SQL, (json.dumps(list(pairs)), found.id)).fetchall()
-        )
+        """Delete the messages of this queue whose receipt_seq is the pair's: key -> seq. One
+        statement per distinct seq (a batch of first deliveries has one)."""
+        by_seq: dict[int, list[int]] = {}
+        for key, seq in pairs:
+            by_seq.setdefault(seq, []).append(key)
+        deleted: dict[int, int] = {}
+        for seq, keys in by_seq.items():
+            for (key,) in self.conn.execute(
+                DELETE_CURRENT_SQL, (json.dumps(keys), found.id, seq)
+            ).fetchall():
+                deleted[key] = seq
+        return deleted
 
     def _remove_attempt(self, found: _Queue, attempt_id: str) -> list[tuple[int, int]]:
         """Messages whose latest delivery was made under attempt_id and not released since
@@ -701,8 +725,9 @@ class _Tx:
         """Tombstones and the deleted counter for messages just deleted: (key, receipt_seq)."""
         if not deleted:
             return
-        self.conn.execute(
-            INSERT_TOMBSTONES_SQL, (found.id, self.now, json.dumps(deleted))
+        self.conn.executemany(
+            INSERT_TOMBSTONES_SQL,
+            [(first, last, found.id, seq, self.now) for first, last, seq in _runs(deleted)],
         )
         self.conn.execute(
             "UPDATE queues SET deleted_total = deleted_total + ? WHERE id = ?",
