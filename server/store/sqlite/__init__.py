@@ -34,7 +34,9 @@ Schema
     messages_channel (queue, channel, visible_at) WHERE channel != ''
                                                   exact channel filters; partial, so queues that
                                                   do not use channels pay nothing for it
-- ``tombstones`` (key, queue, receipt_seq, deleted_at), ``dedup`` and ``attempts``: rows whose
+- ``tombstones`` (key, last_key, queue, receipt_seq, deleted_at): one row per run of consecutive
+  keys that one operation deleted with one receipt_seq (schema version 2; see schema.py).
+- ``tombstones``, ``dedup`` and ``attempts`` are rows whose
   meaning is bounded by a time condition checked on every read; a periodic housekeeping step
   deletes the stale ones, so its timing is invisible.
 - ``meta``: the schema version and the receipt signing key (kept in the file, so receipts stay
