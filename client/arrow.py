@@ -40,7 +40,15 @@ import pyarrow as pa
 
 from ..v1 import queue_service_pb2 as pb
 from . import _wire
-from ._wire import MAX_MESSAGE_SIZE, Call, Plan
+from ._wire import MAX_MESSAGE_SIZE, Call, Plan  # MAX_MESSAGE_SIZE: see the docstring
+from .batching import (
+    DEFAULT_BATCH_BYTES,
+    MAX_BATCH_BYTES,
+    check_batch_bytes,
+    chunks,
+    receipt_cost,
+    send_entry_cost,
+)
 from .errors import LeaseqError, status_code
 from .types import DurationLike
 
@@ -56,18 +64,6 @@ _log = logging.getLogger("leaseq.client")
 
 MAX_ROWS = _wire.MAX_BATCH
 """Rows per RPC: the API's batch limit."""
-
-DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
-"""Default cut of a send or ack request by estimated bytes (32 MiB)."""
-
-MAX_BATCH_BYTES = MAX_MESSAGE_SIZE - 9 * 1024 * 1024
-"""Largest allowed ``max_batch_bytes`` (55 MiB): the 64 MiB gRPC limit less one message of the
-largest size (8 MiB, which may make the last entry overshoot the cut) and 1 MiB of framing."""
-
-# Per-entry protobuf framing (tags, lengths, Duration messages) stays well below this; counting
-# it keeps the estimate an upper bound for tiny bodies.
-_ENTRY_OVERHEAD = 64
-_ATTRIBUTE_OVERHEAD = 8
 
 _TIME = pa.timestamp("us", tz="UTC")
 _ATTRIBUTES = pa.map_(pa.string(), pa.string())
@@ -117,14 +113,6 @@ ACK_RESULT_SCHEMA = pa.schema(
 ReceiptColumn = Union[pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch, Iterable[str]]
 """What ``ack_arrow`` accepts: a string array (or chunked array), a table or record batch with
 a ``receipt`` column (e.g. ``receive_arrow``'s), or any iterable of receipt strings."""
-
-
-def check_batch_bytes(max_batch_bytes: int) -> int:
-    if isinstance(max_batch_bytes, bool) or not isinstance(max_batch_bytes, int):
-        raise TypeError("max_batch_bytes must be an int")
-    if not 1 <= max_batch_bytes <= MAX_BATCH_BYTES:
-        raise ValueError(f"max_batch_bytes must be between 1 and {MAX_BATCH_BYTES}")
-    return max_batch_bytes
 
 
 # --- send ------------------------------------------------------------------------------------
@@ -225,9 +213,7 @@ def _send_requests(
             attrs = _attributes(attributes[i]) if attributes[i] else None
             channel = "" if channels[i] is None else str(channels[i])
             dedup_id = "" if dedup_ids[i] is None else str(dedup_ids[i])
-            cost = _ENTRY_OVERHEAD + len(body) + len(channel) + len(dedup_id)
-            if attrs:
-                cost += sum(len(k) + len(v) + _ATTRIBUTE_OVERHEAD for k, v in attrs.items())
+            cost = send_entry_cost(body, channel, dedup_id, attrs)
             if out.ids and (len(out.ids) >= MAX_ROWS or out.size + cost > max_bytes):
                 yield out.take()
             entry = out.request.entries.add(
@@ -244,20 +230,6 @@ def _send_requests(
             row += 1
     if out.ids:
         yield out.take()
-
-
-def _chunks(rows: Iterable[tuple[str, int]], max_bytes: int) -> Iterator[list[str]]:
-    """Values cut at MAX_ROWS items or max_bytes of their given costs."""
-    chunk: list[str] = []
-    size = 0
-    for value, cost in rows:
-        if chunk and (len(chunk) >= MAX_ROWS or size + cost > max_bytes):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(value)
-        size += cost
-    if chunk:
-        yield chunk
 
 
 def send_arrow(
@@ -473,7 +445,7 @@ def ack_arrow(queue: str, receipts: ReceiptColumn, *, max_batch_bytes: int) -> P
     values = receipts_list(receipts)
     out_receipts: list[str] = []
     statuses: list[str] = []
-    for chunk in _chunks(((r, len(r) + 4) for r in values), max_batch_bytes):
+    for chunk in chunks(((r, receipt_cost(r)) for r in values), max_batch_bytes):
         request = pb.DeleteMessagesRequest(queue=queue, receipts=chunk)
         # Retried, and never partial: a repeated delete answers ALREADY_DELETED, so the caller
         # may simply ack the same receipts again after an error.
