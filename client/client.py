@@ -42,7 +42,9 @@ from ..v1 import queue_service_pb2_grpc as pb_grpc
 from . import _wire
 from ._wire import MAX_MESSAGE_SIZE, Call, Plan, ReceiptsLike
 from .errors import LeaseqError, from_rpc_error
+from .batching import DEFAULT_BATCH_BYTES
 from .retry import NO_RETRY, RetryPolicy
+from .target import parse_target
 from .types import (
     Body,
     DeleteResults,
@@ -67,7 +69,6 @@ if TYPE_CHECKING:
 
 # pyarrow is imported by the Arrow methods on first use (``leaseq.client.arrow``): it takes a
 # quarter of a second, which every other user of the client (the CLI) need not pay.
-DEFAULT_BATCH_BYTES = 32 * 1024 * 1024  # == arrow.DEFAULT_BATCH_BYTES (checked by a test)
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -120,10 +121,13 @@ class TLSConfig:
         key: str | Path | None = None,
         server_name: str | None = None,
     ) -> TLSConfig:
-        """Read the PEM files given (CA, client certificate, client key)."""
+        """Read the PEM files given (CA, client certificate, client key).
+
+        Raises ``OSError`` for a file that cannot be read and ``ValueError`` for one that is not
+        PEM, at once (gRPC would only fail at the first connection, with a vaguer error)."""
 
         def read(path: str | Path | None) -> bytes | None:
-            return Path(path).read_bytes() if path is not None else None
+            return read_pem(path) if path is not None else None
 
         return cls(read(ca), read(cert), read(key), server_name)
 
@@ -138,6 +142,15 @@ class TLSConfig:
 TLSLike = Union[bool, TLSConfig, None]
 
 
+def read_pem(path: str | Path) -> bytes:
+    """The bytes of a PEM file; ``ValueError`` when it holds no PEM block (e.g. a DER file or a
+    path mixed up with another)."""
+    data = Path(path).read_bytes()
+    if b"-----BEGIN " not in data:
+        raise ValueError(f"{path} is not a PEM file (no '-----BEGIN' line)")
+    return data
+
+
 class _Settings:
     """What both clients derive from their constructor arguments."""
 
@@ -150,7 +163,7 @@ class _Settings:
         timeout: float | None,
         options: ChannelOptions,
     ) -> None:
-        self.target = target
+        self.target = parse_target(target)
         self.retry = retry_policy = retry if retry is not None else NO_RETRY
         self.timeout = timeout
         self.metadata: tuple[tuple[str, str], ...] = (
@@ -238,7 +251,9 @@ class QueueClient:
     """A blocking leaseq client over one gRPC channel.
 
     Args:
-        target: ``host:port`` of the server.
+        target: ``host:port`` of the server; a host alone means port 50051
+            (``leaseq.client.target.parse_target``: ``ValueError`` for an empty target or a
+            port outside 1..65535).
         token: a bearer token, sent as ``authorization: Bearer <token>``.
         tls: None/False for plaintext, True for TLS with the system's roots, or a ``TLSConfig``.
         retry: how to retry safe calls after UNAVAILABLE or DEADLINE_EXCEEDED; None disables
@@ -262,9 +277,9 @@ class QueueClient:
     ) -> None:
         self._settings = s = _Settings(target, token, tls, retry, timeout, options)
         if s.credentials is not None:
-            self._channel = grpc.secure_channel(target, s.credentials, options=s.channel_options)
+            self._channel = grpc.secure_channel(s.target, s.credentials, options=s.channel_options)
         else:
-            self._channel = grpc.insecure_channel(target, options=s.channel_options)
+            self._channel = grpc.insecure_channel(s.target, options=s.channel_options)
         self._stub = pb_grpc.QueueServiceStub(self._channel)
 
     @property
