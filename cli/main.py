@@ -1,16 +1,17 @@
-"""The ``leaseq`` command: ``serve``, ``queue ...``, ``send``, ``receive``, ``peek``, ``redrive``,
-``bench``.
+"""The ``leaseq`` command: ``serve``, ``queue ...``, ``send``, ``receive``, ``ack``, ``release``,
+``extend``, ``peek``, ``redrive``, ``auth ...``, ``bench``.
 
 Every command but ``serve`` talks to a server at ``--target`` (env ``LEASEQ_TARGET``) and prints
-tables for people, or one JSON document with ``--json``. A failed call prints one line on stderr
-and exits with status 1; usage errors exit with status 2.
+tables for people, or one JSON document with ``--json``; those options go before or after the
+subcommand. A failed call prints one line on stderr and exits with status 1; usage errors (a bad
+target, an unreadable TLS file) exit with status 2.
 
 Example::
 
     leaseq serve --store sqlite:///./data/q.db &
     leaseq queue create jobs --visibility-timeout 60
     echo hello | leaseq send jobs
-    leaseq receive jobs --max 10 --wait 5 --delete --json
+    leaseq receive jobs --max 10 --wait 5 --json | leaseq ack jobs
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from leaseq.client import LeaseqError
 
 from .auth_cmd import auth_group
 from .bench_cmd import bench
+from .common import TARGET_KEY, group_client_options
+from .errors import describe
+from .lease_cmds import ack, extend, release
 from .message_cmds import peek, receive, redrive, send
 from .queue_cmds import queue_group
 from .serve_cmd import serve
@@ -35,19 +39,27 @@ class LeaseqGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LeaseqError as e:
-            raise click.ClickException(f"{e.details or e.code.name} ({e.code.name})") from e
+            raise click.ClickException(describe(e, ctx.meta.get(TARGET_KEY))) from e
 
 
 @click.group(cls=LeaseqGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="leaseq")
-def cli() -> None:
-    """leaseq: a lease-based message queue served over gRPC."""
+@group_client_options
+def cli(**connection: object) -> None:
+    """leaseq: a lease-based message queue served over gRPC.
+
+    The connection options and --json may also follow the command
+    (leaseq queue list --target HOST:PORT); there they win over these.
+    """
 
 
 cli.add_command(serve)
 cli.add_command(queue_group)
 cli.add_command(send)
 cli.add_command(receive)
+cli.add_command(ack)
+cli.add_command(release)
+cli.add_command(extend)
 cli.add_command(peek)
 cli.add_command(redrive)
 cli.add_command(auth_group)
