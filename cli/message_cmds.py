@@ -8,13 +8,13 @@ from typing import IO, Any
 
 import click
 
-from leaseq.client import SendEntry, SendResult
+from leaseq.client import LeaseqError, SendEntry, SendResult
+from leaseq.client.batching import DEFAULT_BATCH_BYTES, chunks, send_entry_cost
 
 from . import output
-from .common import DURATION, client_options, open_client
-
-MAX_BATCH = 10_000
-"""Entries per SendMessages call (the server's limit)."""
+from .common import DURATION, TARGET_KEY, client_options, open_client
+from .errors import describe
+from .progress import waiting
 
 
 def _attributes(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -33,17 +33,6 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
         line = line.rstrip(b"\r\n")
         if line:
             yield line
-
-
-def _chunks(items: Iterator[SendEntry], size: int) -> Iterator[list[SendEntry]]:
-    chunk: list[SendEntry] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 @click.command("send")
@@ -88,7 +77,13 @@ def send(
     else:
         if dedup_id:
             raise click.UsageError("--dedup-id needs a single BODY argument")
-        bodies = _lines(file if file is not None else click.get_binary_stream("stdin"))
+        stream = file if file is not None else sys.stdin.buffer
+        if stream.isatty():
+            # Typing into a bare `leaseq send jobs` looks like a hang without this.
+            click.echo(
+                "reading messages from the terminal, one per line; end with Ctrl-D", err=True
+            )
+        bodies = _lines(stream)
     entries = (
         SendEntry(
             b,
@@ -101,35 +96,56 @@ def send(
         )
         for i, b in enumerate(bodies)
     )
+    # Cut like the Arrow path: 10,000 entries or 32 MiB a request, well below gRPC's 64 MiB.
+    costed = ((e, send_entry_cost(e.body, e.channel, e.dedup_id, e.attributes)) for e in entries)
     results: list[SendResult] = []
     with open_client(client_args) as client:
-        for chunk in _chunks(entries, MAX_BATCH):
-            results.extend(client.send_batch(queue, chunk))
+        for chunk in chunks(costed, DEFAULT_BATCH_BYTES):
+            try:
+                results.extend(client.send_batch(queue, chunk))
+            except LeaseqError as e:
+                if not results:
+                    raise
+                # Show what went in before the failure, so that a rerun can skip it.
+                _print_send_results(results, as_json)
+                target = click.get_current_context().meta.get(TARGET_KEY)
+                raise click.ClickException(
+                    f"{describe(e, target)}; the {len(results)} message(s) before were sent, "
+                    "the rest not"
+                ) from e
     failed = [r for r in results if not r.ok]
-    if as_json:
-        output.print_json({"results": results})
-    elif body is not None and failed:
+    if body is not None and failed and not as_json:
         # One message: report its error like any other failed command.
         error = failed[0].error
         assert error is not None
         raise click.ClickException(f"{error.message} ({error.code.name})")
-    elif not results:
+    if not results and not as_json:
         click.echo("nothing to send: the input has no non-empty line", err=True)
-    else:
-        for r in results:
-            if r.error is not None:
-                click.echo(f"entry {r.id}: {r.error.message} ({r.error.code.name})", err=True)
-            else:
-                click.echo(r.message_id + (" (duplicate)" if r.duplicate else ""))
-        if len(results) > 1:
-            click.echo(f"sent {len(results) - len(failed)} of {len(results)} message(s)", err=True)
+    _print_send_results(results, as_json)
     if failed:
         sys.exit(1)
 
 
+def _print_send_results(results: list[SendResult], as_json: bool) -> None:
+    if as_json:
+        output.print_json({"results": results})
+        return
+    for r in results:
+        if r.error is not None:
+            click.echo(f"entry {r.id}: {r.error.message} ({r.error.code.name})", err=True)
+        else:
+            click.echo(r.message_id + (" (duplicate)" if r.duplicate else ""))
+    if len(results) > 1:
+        failed = sum(1 for r in results if not r.ok)
+        click.echo(f"sent {len(results) - failed} of {len(results)} message(s)", err=True)
+
+
 @click.command("receive")
 @click.argument("queue")
-@click.option("max_messages", "--max", type=int, default=1, show_default=True)
+@click.option(
+    "max_messages", "--max", type=int, default=1, show_default=True,
+    help="Most messages to lease (1 .. 10,000).",
+)
 @click.option("--visibility", type=DURATION, default=None, help="Lease length [queue's].")
 @click.option("--wait", type=DURATION, default=None, help="Long-poll wait [queue's].")
 @click.option("--channel", default=None, help="An exact channel, or a prefix ending in '*'.")
@@ -147,8 +163,14 @@ def receive(
     client_args: dict[str, Any],
     as_json: bool,
 ) -> None:
-    """Lease up to --max messages of QUEUE and print them (with --delete: and acknowledge them)."""
-    with open_client(client_args) as client:
+    """Lease up to --max messages of QUEUE and print them with their receipts (with --delete:
+    and acknowledge them).
+
+    Finish each message with leaseq ack, release or extend and its receipt, e.g.
+    leaseq receive QUEUE --json | leaseq ack QUEUE. Waits up to --wait for a first message;
+    in a terminal a line on stderr says so meanwhile.
+    """
+    with open_client(client_args) as client, waiting(queue, wait, quiet=as_json):
         messages = client.receive(
             queue,
             max_messages,
@@ -167,7 +189,9 @@ def receive(
         output.print_json(document)
     else:
         output.print_messages(messages, title="message(s) received")
-        if deleted is not None:
+        if deleted is None:
+            output.print_receipts(messages)
+        else:
             ok = sum(1 for r in deleted.results if r.ok)
             click.echo(f"deleted {ok} of {len(deleted.results)} message(s)")
     if deleted is not None and not deleted.ok:
@@ -176,7 +200,10 @@ def receive(
 
 @click.command("peek")
 @click.argument("queue")
-@click.option("max_messages", "--max", type=int, default=10, show_default=True)
+@click.option(
+    "max_messages", "--max", type=int, default=10, show_default=True,
+    help="Most messages to show (1 .. 10,000).",
+)
 @click.option("--include-leased", is_flag=True, help="Also list leased messages.")
 @click.option("--include-delayed", is_flag=True, help="Also list delayed messages.")
 @click.option("--channel", default=None, help="An exact channel, or a prefix ending in '*'.")

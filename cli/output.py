@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import enum
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +21,7 @@ import grpc
 from rich.console import Console
 from rich.table import Table
 
-from leaseq.client import Message, PeekedMessage, Queue, QueueStats
+from leaseq.client import LeaseResult, Message, PeekedMessage, Queue, QueueStats
 
 BODY_PREVIEW = 200
 """Characters of a body shown in a table; JSON always has the whole body."""
@@ -28,7 +29,8 @@ BODY_PREVIEW = 200
 
 def console() -> Console:
     # Built per call: click's CliRunner (and any caller) may have swapped sys.stdout meanwhile.
-    return Console(file=click.get_text_stream("stdout"), soft_wrap=False)
+    # (sys.stdout, not click.get_text_stream: Click 8.5 deprecates it, Click 9 drops it.)
+    return Console(file=sys.stdout, soft_wrap=False)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -197,3 +199,26 @@ def print_messages(messages: Iterable[Message | PeekedMessage], *, title: str) -
         row.append(body_preview(m.body))
         table.add_row(*row)
     console().print(table)
+
+
+def print_receipts(messages: Sequence[Message]) -> None:
+    """One line per message, receipt first, for ``leaseq ack|release|extend``: plain text, never
+    wrapped or cut, so a receipt can be copied whole."""
+    if not messages:
+        return
+    click.echo("receipts (leaseq ack|release|extend QUEUE RECEIPT...):")
+    for m in messages:
+        click.echo(f"  {m.receipt}  message {m.message_id}")
+
+
+# --- leases ----------------------------------------------------------------------------------
+
+
+def print_lease_results(results: Sequence[LeaseResult]) -> None:
+    """One line per receipt: its status, the receipt, and when a changed lease ends."""
+    width = max((len(r.status.name) for r in results), default=0)
+    for r in results:
+        line = f"{r.status.name:<{width}}  {r.receipt}"
+        if r.visible_at is not None:
+            line += f"  visible at {when_text(r.visible_at)}"
+        click.echo(line)
