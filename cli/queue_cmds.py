@@ -11,6 +11,7 @@ from leaseq.client import Queue
 
 from . import output
 from .common import DURATION, client_options, open_client
+from .confirm import confirm, yes_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -119,9 +120,14 @@ def update(
 
 @queue_group.command("delete")
 @click.argument("name")
+@yes_option
 @client_options
-def delete(name: str, client_args: dict[str, Any], as_json: bool) -> None:
-    """Delete queue NAME and every message in it."""
+def delete(name: str, yes: bool, client_args: dict[str, Any], as_json: bool) -> None:
+    """Delete queue NAME and every message in it.
+
+    Asks first in a terminal; elsewhere (a script, a pipe) it needs --yes.
+    """
+    confirm(f"Delete queue {name} and every message in it?", yes)
     with open_client(client_args) as client:
         client.delete_queue(name)
     if as_json:
@@ -132,9 +138,14 @@ def delete(name: str, client_args: dict[str, Any], as_json: bool) -> None:
 
 @queue_group.command("purge")
 @click.argument("name")
+@yes_option
 @client_options
-def purge(name: str, client_args: dict[str, Any], as_json: bool) -> None:
-    """Delete every message of queue NAME, keeping the queue."""
+def purge(name: str, yes: bool, client_args: dict[str, Any], as_json: bool) -> None:
+    """Delete every message of queue NAME, keeping the queue.
+
+    Asks first in a terminal; elsewhere (a script, a pipe) it needs --yes.
+    """
+    confirm(f"Delete every message of queue {name}?", yes)
     with open_client(client_args) as client:
         count = client.purge_queue(name)
     if as_json:
