@@ -26,17 +26,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import (
+from ._fn_result import FnResultError
+from .consume import (
+    ConsumeFailedError,
+    ConsumeFailuresWarning,
     ConsumeResult,
-    WriteResult,
-    ack_dataframe,
     consume_process_ack,
-    read_queue,
-    write_queue,
 )
+from .core import WriteResult, ack_dataframe, read_queue, write_queue
 
 __all__ = [
+    "ConsumeFailedError",
+    "ConsumeFailuresWarning",
     "ConsumeResult",
+    "FnResultError",
     "LeaseqDataSource",
     "WriteResult",
     "ack_dataframe",

@@ -1,21 +1,20 @@
-"""write_queue, read_queue, consume_process_ack and ack_dataframe (see the package docstring)."""
+"""write_queue, read_queue and ack_dataframe (see the package docstring; consume_process_ack is
+in ``consume``)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..client._leases import reason_of
 from ..client.arrow import DEFAULT_BATCH_BYTES, MAX_ROWS, MESSAGE_SCHEMA
 from ._executor import (
     SPARK_MESSAGE_DDL,
     ClientSettings,
-    LeaseKeeper,
     client_for,
     spark_arrow_schema,
     to_spark_batch,
@@ -25,16 +24,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "ConsumeResult",
     "WriteResult",
     "ack_dataframe",
-    "consume_process_ack",
     "read_queue",
     "write_queue",
 ]
 
 _SPARK_MESSAGE_SCHEMA = spark_arrow_schema(MESSAGE_SCHEMA)
-_DONE = frozenset({"OK", "ALREADY_DELETED"})
+_DONE = frozenset({"OK", "ALREADY_DELETED"})  # ack statuses that mean "deleted"
 
 
 def _partition_id() -> int:
@@ -266,218 +263,6 @@ def read_queue(
 
     seeds = spark.range(0, num_partitions, numPartitions=num_partitions)
     return seeds.mapInArrow(task, SPARK_MESSAGE_DDL)
-
-
-# --- consume, process, ack -------------------------------------------------------------------
-
-FnResult = Union[None, Any]
-_CONSUME_DDL = (
-    "partition int, batches long, received long, acked long, failed long, lost long"
-)
-
-
-@dataclass(frozen=True)
-class ConsumeResult:
-    """Totals of ``consume_process_ack``: messages ``received``, ``acked`` (deleted after fn
-    succeeded), ``failed`` (released with a reason), ``lost`` (fn succeeded but the lease was
-    gone before the ack: the message will be delivered again, at-least-once)."""
-
-    batches: int
-    received: int
-    acked: int
-    failed: int
-    lost: int
-    per_partition: list[dict[str, int]] = field(default_factory=list)
-
-
-def _row_errors(result: Any, n: int) -> list[str | None]:
-    """fn's return value as one error (None: success) per row."""
-    if result is None:
-        return [None] * n
-    if hasattr(result, "to_pylist"):
-        values = result.to_pylist()
-    elif hasattr(result, "tolist"):
-        values = result.tolist()
-    else:
-        values = list(result)
-    if len(values) != n:
-        raise ValueError(f"fn returned {len(values)} values for a batch of {n} rows")
-    out: list[str | None] = []
-    for v in values:
-        if v is True or v is None or (isinstance(v, float) and v != v):
-            out.append(None)
-        elif v is False:
-            out.append("failed: fn returned False")
-        else:
-            out.append(str(v) or "failed")
-    return out
-
-
-def _run_fn(
-    fn: Callable[[Any], Any], table: pa.Table, as_pandas: bool, bisect: bool
-) -> list[str | None]:
-    """Per-row errors of ``fn`` over ``table``. When fn raises and ``bisect`` is on, the batch is
-    split in halves until the rows that make it raise are alone: those fail with the exception
-    as reason, the others succeed (fn must then tolerate being called again on a subset)."""
-    try:
-        arg = table.to_pandas() if as_pandas else table
-        return _row_errors(fn(arg), table.num_rows)
-    except Exception as error:  # noqa: BLE001 - fn's failure is the message's failure
-        if not bisect or table.num_rows == 1:
-            return [reason_of(error)] * table.num_rows
-        half = table.num_rows // 2
-        return _run_fn(fn, table.slice(0, half), as_pandas, bisect) + _run_fn(
-            fn, table.slice(half), as_pandas, bisect
-        )
-
-
-def _release(client: Any, queue: str, entries: list[tuple[str, str]], delay: float) -> None:
-    for start in range(0, len(entries), MAX_ROWS):
-        client.change_visibility(
-            queue, [(r, delay, e) for r, e in entries[start : start + MAX_ROWS]]
-        )
-
-
-def consume_partition(
-    settings: ClientSettings,
-    queue: str,
-    fn: Callable[[Any], Any],
-    *,
-    batch_size: int,
-    max_messages: int | None,
-    visibility_timeout: float,
-    wait_time: float,
-    as_pandas: bool,
-    bisect: bool,
-    release_delay: float,
-) -> dict[str, int]:
-    client = client_for(settings)
-    stats = dict(batches=0, received=0, acked=0, failed=0, lost=0)
-    # Messages fn failed with in this task, and why. A released failure is visible again at
-    # once (or after release_delay) and would come back to this loop: it is given back
-    # untouched, and a batch holding nothing else ends the task, so a run processes each
-    # message at most once per task and always ends.
-    failed_here: dict[str, str] = {}
-    while max_messages is None or stats["received"] < max_messages:
-        asked = batch_size if max_messages is None else min(batch_size, max_messages - stats["received"])
-        table = client.receive_arrow(
-            queue, asked, visibility_timeout=visibility_timeout, wait_time=wait_time
-        )
-        if table.num_rows == 0:
-            break  # nothing visible within wait_time: the queue is drained (for now)
-        if failed_here:
-            again = pc.is_in(table.column("message_id"), pa.array(list(failed_here), pa.string()))
-            if pc.any(again).as_py():
-                repeats = table.filter(again)
-                _release(
-                    client,
-                    queue,
-                    [(r, failed_here[m]) for r, m in zip(repeats.column("receipt").to_pylist(),
-                                                        repeats.column("message_id").to_pylist())],
-                    release_delay,
-                )
-                table = table.filter(pc.invert(again))
-                if table.num_rows == 0:
-                    break  # only messages this task already failed with: done
-        n = table.num_rows
-        stats["batches"] += 1
-        stats["received"] += n
-        receipts = table.column("receipt").to_pylist()
-        settled = False
-        try:
-            with LeaseKeeper(client, queue, receipts, visibility_timeout) as keeper:
-                errors = _run_fn(fn, table, as_pandas, bisect)
-            ok = [r for r, e in zip(receipts, errors) if e is None and r not in keeper.lost]
-            bad = [(r, e) for r, e in zip(receipts, errors) if e is not None and r not in keeper.lost]
-            stats["lost"] += len(keeper.lost)
-            if ok:
-                acked = client.ack_arrow(queue, ok)
-                done = sum(1 for s in acked.column("status").to_pylist() if s in _DONE)
-                stats["acked"] += done
-                stats["lost"] += len(ok) - done
-            ids = table.column("message_id").to_pylist()
-            for message_id, error in zip(ids, errors):
-                if error is not None:
-                    failed_here[message_id] = error
-            _release(client, queue, bad, release_delay)
-            stats["failed"] += len(bad)
-            settled = True
-        finally:
-            if not settled:
-                # The task is failing (e.g. the process is being torn down, an ack call failed
-                # for good): give the batch back now rather than strand it until its leases end.
-                try:
-                    _release(client, queue, [(r, "consume_process_ack: task failed")
-                                             for r in receipts], 0)
-                except Exception:  # noqa: BLE001 - the leases end by themselves
-                    pass
-    return stats
-
-
-def consume_process_ack(
-    spark: SparkSession,
-    queue: str,
-    fn: Callable[[Any], Any],
-    *,
-    target: str,
-    num_partitions: int,
-    batch_size: int = 10_000,
-    max_messages_per_partition: int | None = None,
-    visibility_timeout: float = 60.0,
-    wait_time: float = 1.0,
-    arrow: bool = False,
-    bisect: bool = True,
-    release_delay: float = 0.0,
-    token: str | None = None,
-) -> ConsumeResult:
-    """The at-least-once bulk consumer: ``num_partitions`` Spark tasks, each looping until the
-    queue stays empty for ``wait_time`` (or it received ``max_messages_per_partition``):
-
-    1. lease up to ``batch_size`` messages (``receive_arrow``);
-    2. call ``fn`` with them: a pandas DataFrame of the ``MESSAGE_SCHEMA`` columns (``arrow=True``:
-       a ``pyarrow.Table``). fn processes and writes them (its own sink), then returns None (all
-       succeeded), or one value per row: True/None = success, False or an error text = failure;
-    3. while fn runs, every lease of the batch is extended (one ChangeVisibility per half lease);
-    4. ack (delete) exactly the rows fn succeeded with; release the others at once (after
-       ``release_delay``) with their error as ``last_error``. When fn raises, the batch is
-       bisected (``bisect=True``) to find the rows that make it raise; those are released with
-       the exception text, the rest acked. With ``bisect=False`` the whole batch is released.
-       A task does not call fn twice for one message: when a message it failed with comes back
-       it is released again untouched, and a batch of nothing else ends the task (the failures
-       stay in the queue, with ``last_error``, for the next run or the dead letter queue).
-
-    A message is acked only after fn returned for it, so a crash between fn and the ack means a
-    redelivery: fn's sink must tolerate a repeat (at-least-once). Returns the totals.
-    """
-    if batch_size < 1 or batch_size > MAX_ROWS:
-        raise ValueError(f"batch_size must be between 1 and {MAX_ROWS}")
-    settings = ClientSettings(target, token)
-    options: dict[str, Any] = dict(
-        batch_size=batch_size,
-        max_messages=max_messages_per_partition,
-        visibility_timeout=visibility_timeout,
-        wait_time=wait_time,
-        as_pandas=not arrow,
-        bisect=bisect,
-        release_delay=release_delay,
-    )
-    schema = pa.schema(
-        [("partition", pa.int32())] + [(n, pa.int64()) for n in
-                                        ("batches", "received", "acked", "failed", "lost")]
-    )
-
-    def task(seeds: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for _ in seeds:
-            pass
-        partition = _partition_id()
-        stats = consume_partition(settings, queue, fn, **options)
-        yield pa.RecordBatch.from_pylist([dict(partition=partition, **stats)], schema=schema)
-
-    seeds = spark.range(0, num_partitions, numPartitions=num_partitions)
-    rows = [r.asDict() for r in seeds.mapInArrow(task, _CONSUME_DDL).collect()]
-    keys = ("batches", "received", "acked", "failed", "lost")
-    totals = {k: sum(r[k] for r in rows) for k in keys}
-    return ConsumeResult(**totals, per_partition=rows)
 
 
 # --- ack a DataFrame -------------------------------------------------------------------------
