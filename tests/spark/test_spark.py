@@ -13,6 +13,8 @@ from pyspark.sql import functions as F
 
 from leaseq.client import QueueClient
 from leaseq.spark_ext import (
+    ConsumeFailedError,
+    ConsumeFailuresWarning,
     ack_dataframe,
     consume_process_ack,
     read_queue,
@@ -39,7 +41,7 @@ def read_sink(directory: Path) -> pa.Table:
     return pa.concat_tables([pq.read_table(f) for f in files]) if files else pa.table({})
 
 
-def test_write_then_consume_200k_exactly_once(spark, server, client, queue, tmp_path):
+def test_write_then_consume_200k_exactly_once(spark, server, client, queue, tmp_path, caplog):
     n = 200_000
     df = spark.range(0, n, numPartitions=4).select(
         F.col("id"), F.concat(F.lit("row-"), F.col("id").cast("string")).alias("body")
@@ -50,11 +52,27 @@ def test_write_then_consume_200k_exactly_once(spark, server, client, queue, tmp_
 
     sink = tmp_path / "sink"
     sink.mkdir()
+    caplog.set_level("INFO", logger="leaseq.spark_ext")
     result = consume_process_ack(
         spark, queue, parquet_sink(sink), target=server.target, num_partitions=2,
         batch_size=10_000, visibility_timeout=60, wait_time=0.5,
     )
     assert (result.received, result.acked, result.failed, result.lost) == (n, n, 0, 0)
+
+    # Progress: per partition in the result and one driver log line each, with the rate.
+    assert [p["partition"] for p in result.per_partition] == [0, 1]
+    assert sum(p["received"] for p in result.per_partition) == n
+    for part in result.per_partition:
+        assert part["seconds"] > 0 and part["failures"] == []
+        assert part["rows_per_second"] == pytest.approx(part["received"] / part["seconds"])
+    assert result.seconds > 0 and result.rows_per_second == pytest.approx(n / result.seconds)
+    lines = [r.getMessage() for r in caplog.records if r.name == "leaseq.spark_ext"]
+    for part in result.per_partition:
+        assert any(
+            line.startswith(f"consume_process_ack partition {part['partition']}: "
+                            f"{part['received']:,} messages in ") and "/s)" in line
+            for line in lines
+        ), lines
 
     out = read_sink(sink)
     bodies = out.column("body").to_pylist()
@@ -127,9 +145,16 @@ def test_failed_rows_stay_in_the_queue_with_last_error(spark, server, client, qu
                            f"{sink}/{uuid.uuid4().hex}.parquet")
         return ids.map(lambda i: "refused by fn" if i in refused else None)
 
-    result = consume_process_ack(spark, queue, fn, target=server.target, num_partitions=2,
-                                 batch_size=500, wait_time=0.5)
+    with pytest.warns(ConsumeFailuresWarning) as warned:
+        result = consume_process_ack(spark, queue, fn, target=server.target, num_partitions=2,
+                                     batch_size=500, wait_time=0.5)
     failed = raising | refused
+    # The warning says how many failed, and why (the first few reasons).
+    (warning,) = warned
+    text = str(warning.message)
+    assert text.startswith(f"consume_process_ack: fn failed with {result.failed:,} of ")
+    assert "ValueError: cannot process" in text or "refused by fn" in text
+    assert 1 <= len(result.failures) <= 5 and all(f in text for f in result.failures)
     # Each task calls fn at most once per message; with two tasks a failed message may have
     # failed in both.
     assert len(failed) <= result.failed <= 2 * len(failed)
@@ -146,6 +171,30 @@ def test_failed_rows_stay_in_the_queue_with_last_error(spark, server, client, qu
     assert client.stats(queue).total == len(failed)
     done = {int(b) for b in read_sink(tmp_path).column("body").to_pylist()}
     assert done == set(range(n)) - failed
+
+
+def test_raise_on_failure_raises_after_the_job_with_the_result(spark, server, client, queue):
+    n = 200
+    client.send_arrow(queue, pa.table({"body": [str(i).encode() for i in range(n)]}))
+    refused = {i for i in range(n) if i % 50 == 3}
+
+    def fn(table):
+        return [None if int(b) not in refused else f"refused {int(b)}"
+                for b in table.column("body").to_pylist()]
+
+    with pytest.raises(ConsumeFailedError) as caught:
+        consume_process_ack(spark, queue, fn, target=server.target, num_partitions=1,
+                            wait_time=0.5, arrow=True, raise_on_failure=True)
+    result = caught.value.result
+    assert (result.received, result.acked, result.failed) == (n, n - len(refused), len(refused))
+    assert str(caught.value).startswith(
+        f"consume_process_ack: fn failed with {len(refused)} of {n} messages"
+    )
+    assert "refused 3" in str(caught.value)
+    # The failed ones are back in the queue, visible, with their reason.
+    left = client.peek(queue, 100)
+    assert {int(m.body) for m in left} == refused
+    assert {m.last_error for m in left} == {f"refused {i}" for i in refused}
 
 
 def test_read_queue_and_ack_dataframe(spark, server, client, queue):
