@@ -203,6 +203,16 @@ class ReceivedEncoder:
         return pb.GetMessagesResponse.FromString(b"".join(parts))
 
 
+def delete_results_response(results: list[base.LeaseResult]) -> pb.DeleteMessagesResponse:
+    """A DeleteMessagesResponse with one DeleteResult (receipt, status) per result, written as
+    wire bytes and parsed once (see ReceivedEncoder: add() per entry cost three times as much)."""
+    parts = []
+    for result in results:
+        entry = _string_field(b"\x0a", result.receipt) + b"\x10" + _varint(result.status)
+        parts.append(b"\x0a" + _varint(len(entry)) + entry)
+    return pb.DeleteMessagesResponse.FromString(b"".join(parts))
+
+
 def received_to_proto(message: base.DeliveredMessage) -> pb.ReceivedMessage:
     return ReceivedEncoder.response([ReceivedEncoder()(message)]).messages[0]
 

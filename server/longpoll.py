@@ -216,6 +216,8 @@ class LeaseRegistry:
                 del self._owners[(queue, key)]
 
     def settle(self, queue: str, keys: Iterable[int]) -> None:
+        if queue not in self._by_queue:
+            return  # no follow stream tracks leases of this queue (an ack of 1,000: no lookups)
         for key in keys:
             tracker = self._owners.pop((queue, key), None)
             if tracker is not None:

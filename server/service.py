@@ -327,10 +327,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
         name, receipts, attempt_ids = validation.delete_messages(request)
         outcome = await self._store.delete(name, receipts, attempt_ids)
         self.longpoll.settled(name, outcome.deleted_keys)
-        response = pb.DeleteMessagesResponse()
-        add = response.results.add
-        for result in outcome.results:
-            add(receipt=result.receipt, status=convert.lease_status_to_proto(result.status))
+        response = convert.delete_results_response(outcome.results)
         for attempt, count in outcome.attempt_counts:
             response.attempt_results.add(receive_attempt_id=attempt, deleted_count=count)
         response.server_time.CopyFrom(self._now())

@@ -99,3 +99,16 @@ def test_received_messages_encode_as_the_protobuf_api_builds_them() -> None:
     assert list(response.messages) == [_received_by_fields(m) for m in messages]
     assert convert.ReceivedEncoder.response([]).messages == []
     assert convert.received_to_proto(messages[2]) == _received_by_fields(messages[2])
+
+
+def test_delete_results_encode_as_the_protobuf_api_builds_them() -> None:
+    from leaseq.server.store.base import LeaseResult, LeaseStatus
+    from leaseq.v1 import queue_service_pb2 as pb
+
+    results = [LeaseResult("r" * 39, status, key=1) for status in LeaseStatus]
+    results += [LeaseResult("", LeaseStatus.INVALID_RECEIPT), LeaseResult("é" * 200, LeaseStatus.OK)]
+    expected = pb.DeleteMessagesResponse(
+        results=[pb.DeleteResult(receipt=r.receipt, status=int(r.status)) for r in results]
+    )
+    assert convert.delete_results_response(results) == expected
+    assert convert.delete_results_response([]) == pb.DeleteMessagesResponse()

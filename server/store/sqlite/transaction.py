@@ -662,6 +662,16 @@ class _Tx:
         # The common case first, in one statement: every receipt that is its message's current
         # one deletes it (fence's step 3 passes exactly when receipt_seq matches in this queue).
         deleted = self._delete_current(found, {d for d in decoded if d is not None})
+        if len(deleted) == len(receipts) and not attempt_ids:
+            # Every receipt deleted its own message (deleted holds distinct keys, one per
+            # receipt that was current): all OK, in order, with no lookups (the common ack).
+            self._after_removal(found, list(deleted.items()))
+            ok = LeaseStatus.OK
+            all_ok = [
+                LeaseResult(text, ok, None, receipt[0])  # type: ignore[index]
+                for text, receipt in zip(receipts, decoded)
+            ]
+            return DeleteOutcome(all_ok, [], list(deleted))
         # Only the receipts that deleted nothing need the lookups that tell why.
         leases, tombstones = self._lookup(
             found, [d for d in decoded if d is not None and d[0] not in deleted]
