@@ -203,6 +203,23 @@ class ReceivedEncoder:
         return pb.GetMessagesResponse.FromString(b"".join(parts))
 
 
+def send_results_response(
+    entries: Any, outcomes: list[base.SendOutcome]
+) -> pb.SendMessagesResponse:
+    """A SendMessagesResponse with one SendResult (id echoed, message_id, duplicate) per entry,
+    all accepted, written as wire bytes and parsed once (see ReceivedEncoder)."""
+    parts = []
+    for entry, outcome in zip(entries, outcomes):
+        entry_id = entry.id
+        result = _string_field(b"\x12", outcome.message_id)
+        if entry_id:
+            result = _string_field(b"\x0a", entry_id) + result
+        if outcome.duplicate:
+            result += b"\x18\x01"
+        parts.append(b"\x0a" + _varint(len(result)) + result)
+    return pb.SendMessagesResponse.FromString(b"".join(parts))
+
+
 def delete_results_response(results: list[base.LeaseResult]) -> pb.DeleteMessagesResponse:
     """A DeleteMessagesResponse with one DeleteResult (receipt, status) per result, written as
     wire bytes and parsed once (see ReceivedEncoder: add() per entry cost three times as much)."""

@@ -31,7 +31,7 @@ from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 from . import convert, validation
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
 from .longpoll import LongPoll
-from .store.base import DeliveredMessage, LeaseStatus, Store
+from .store.base import DeliveredMessage, LeaseStatus, NewMessage, Store
 
 log = logging.getLogger(__name__)
 
@@ -196,22 +196,29 @@ class QueueService(pb_grpc.QueueServiceServicer):
     ) -> pb.SendMessagesResponse:
         name = validation.send_request(request)
         config = (await self._store.get_queue(name)).config
-        checked: list[Any] = []
-        for index, entry in enumerate(request.entries):
+        entries = request.entries
+        send_entry = validation.send_entry
+        valid: list[NewMessage] = []
+        errors: dict[int, InvalidArgument] = {}  # by entry index: such an entry fails alone
+        for index, entry in enumerate(entries):
             try:
-                checked.append(validation.send_entry(entry, index, config))
+                valid.append(send_entry(entry, index, config))
             except InvalidArgument as error:
-                checked.append(error)
-        valid = [c for c in checked if not isinstance(c, InvalidArgument)]
-        outcomes = iter(await self._store.send(name, valid) if valid else [])
-        response = pb.SendMessagesResponse()
-        add = response.results.add
-        for entry, item in zip(request.entries, checked):
-            if isinstance(item, InvalidArgument):
-                convert.add_send_error(response.results, entry.id, item)
-            else:
-                outcome = next(outcomes)
-                add(id=entry.id, message_id=outcome.message_id, duplicate=outcome.duplicate)
+                errors[index] = error
+        outcomes = await self._store.send(name, valid) if valid else []
+        if not errors:
+            response = convert.send_results_response(entries, outcomes)
+        else:
+            response = pb.SendMessagesResponse()
+            accepted = iter(outcomes)
+            for index, entry in enumerate(entries):
+                if index in errors:
+                    convert.add_send_error(response.results, entry.id, errors[index])
+                else:
+                    outcome = next(accepted)
+                    response.results.add(
+                        id=entry.id, message_id=outcome.message_id, duplicate=outcome.duplicate
+                    )
         if valid:
             self.longpoll.notify(name)
         response.server_time.CopyFrom(self._now())

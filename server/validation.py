@@ -267,12 +267,25 @@ def send_request(request: pb.SendMessagesRequest) -> str:
     return name
 
 
+# An entry with only these fields set needs no check but the body's size (send_entry).
+_ENTRY_ID = pb.SendEntry.DESCRIPTOR.fields_by_name["id"]
+_ENTRY_BODY = pb.SendEntry.DESCRIPTOR.fields_by_name["body"]
+
+
 def send_entry(entry: pb.SendEntry, index: int, config: base.QueueConfig) -> base.NewMessage:
     """One entry against its queue's configuration. An InvalidArgument here fails only this
     entry (the service reports it in the entry's SendResult).
 
-    Runs once per message sent, so the common entry (a body, nothing else) takes the short
-    way: no field path is formatted unless an error needs it, and unset fields are not read."""
+    Runs once per message sent, so the common entry (a body and perhaps an id, nothing else)
+    takes the short way: one ListFields() call tells that, instead of reading every field (half
+    the cost); no field path is formatted unless an error needs it."""
+    fields = entry.ListFields()  # the set fields, in field number order
+    if fields and fields[-1][0] is _ENTRY_BODY and (
+        len(fields) == 1 or (len(fields) == 2 and fields[0][0] is _ENTRY_ID)
+    ):
+        body = fields[-1][1]
+        if len(body) <= config.max_message_bytes:
+            return base.NewMessage(body, {}, "", None, None, "")
     body = entry.body
     attributes = dict(entry.attributes) if entry.attributes else {}
     if len(attributes) > MAX_ATTRIBUTES:

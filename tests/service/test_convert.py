@@ -112,3 +112,18 @@ def test_delete_results_encode_as_the_protobuf_api_builds_them() -> None:
     )
     assert convert.delete_results_response(results) == expected
     assert convert.delete_results_response([]) == pb.DeleteMessagesResponse()
+
+
+def test_send_results_encode_as_the_protobuf_api_builds_them() -> None:
+    from leaseq.server.store.base import SendOutcome
+    from leaseq.v1 import queue_service_pb2 as pb
+
+    entries = [pb.SendEntry(body=b"a"), pb.SendEntry(id="e" * 300, body=b"b"), pb.SendEntry(id="ü")]
+    outcomes = [SendOutcome("a" * 32), SendOutcome("b" * 32, duplicate=True), SendOutcome("c" * 32)]
+    expected = pb.SendMessagesResponse(
+        results=[
+            pb.SendResult(id=e.id, message_id=o.message_id, duplicate=o.duplicate)
+            for e, o in zip(entries, outcomes)
+        ]
+    )
+    assert convert.send_results_response(entries, outcomes) == expected
