@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import sys
 from collections.abc import Callable
@@ -20,14 +19,28 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 
 log = logging.getLogger("leaseq.cli")
 
+class ListenType(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.2
+    """HOST:PORT, checked at once (server.addresses.parse_listen): no port, or one outside
+    0..65535, is a usage error. The value stays the text; the server parses it again."""
+
+    name = "listen"
+
+    def __init__(self, example_port: int) -> None:
+        self.example_port = example_port
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from leaseq.server.addresses import parse_listen
+
+        try:
+            return parse_listen(str(value), self.example_port).text
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
 def is_loopback(listen: str) -> bool:
-    host = listen.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name other than localhost, or empty (every interface)
-        return False
+    from leaseq.server.addresses import parse_listen
+
+    return parse_listen(listen).is_loopback
 
 
 def _env(flag: str) -> str:
@@ -61,16 +74,19 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     default=DEFAULT_LISTEN,
     show_default=True,
     metavar="HOST:PORT",
+    type=ListenType(50051),
     help="Address of the gRPC port (port 0 picks a free one).",
 )
 @_option(
     "--metrics-listen",
     metavar="HOST:PORT",
+    type=ListenType(9090),
     help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
 )
 @_option(
     "--health-listen",
     metavar="HOST:PORT",
+    type=ListenType(8081),
     help="Also serve grpc.health.v1 alone, in plaintext, on this address (probes that can do "
     "neither TLS nor auth, e.g. Kubernetes grpc probes with mutual TLS on --listen).",
 )

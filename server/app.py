@@ -18,6 +18,7 @@ it before connections close:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from .addresses import StartupError, check_free, parse_listen
 from .auth import Security
 from .limits import Limits, StreamLimiter
 from .logs import RequestLogInterceptor
@@ -38,10 +40,18 @@ from .store.base import ChangeFeed, Store
 
 log = logging.getLogger(__name__)
 
+LISTENER_OPTIONS: list[tuple[str, int]] = [
+    # gRPC sets SO_REUSEPORT by default: a second server on a busy port would start and the two
+    # would take turns answering. Off, a busy port fails the bind (addresses.check_free says so
+    # before anything starts).
+    ("grpc.so_reuseport", 0),
+]
+
 SERVER_OPTIONS: list[tuple[str, int]] = [
     # See service.MAX_GRPC_MESSAGE_BYTES for why 64 MiB instead of gRPC's 4 MiB default.
     ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
+    *LISTENER_OPTIONS,
 ]
 
 LIVENESS_SERVICE = "liveness"
@@ -184,22 +194,29 @@ def build(
         server,
     )
     credentials = security.credentials() if security else None
-    if credentials is not None:
-        port = server.add_secure_port(listen, credentials)
-    else:
-        port = server.add_insecure_port(listen)
-    if port == 0:
-        raise RuntimeError(f"cannot listen on {listen!r}")
+    port = _bind(server, listen, credentials)
     health_server, health_port = None, None
     if health_listen:
-        health_server = grpc.aio.server()
+        health_server = grpc.aio.server(options=LISTENER_OPTIONS)
         health_pb2_grpc.add_HealthServicer_to_server(health, health_server)
-        health_port = health_server.add_insecure_port(health_listen)
-        if health_port == 0:
-            raise RuntimeError(f"cannot listen on {health_listen!r}")
+        health_port = _bind(health_server, health_listen, None)
     return LeaseqServer(
         server, port, service, health, stream_limiter, health_server, health_port, metrics
     )
+
+
+def _bind(
+    server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None
+) -> int:
+    """Add the port; a failure says why in one line (StartupError), not gRPC's "Failed to bind"."""
+    address = parse_listen(listen)
+    try:
+        if credentials is not None:
+            return server.add_secure_port(listen, credentials)
+        return server.add_insecure_port(listen)
+    except RuntimeError:
+        check_free([address])  # raises with the reason: in use, no such address, ...
+        raise StartupError(f"cannot listen on {address}") from None
 
 
 DEFAULT_CONNECTION_AGE_GRACE = 35.0
@@ -253,11 +270,25 @@ async def serve(
 
     ready(port) is called once the server accepts RPCs (the port matters with ":0").
     health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
-    /metrics over HTTP; max_connection_age (+ _grace): `connection_options`."""
+    /metrics over HTTP; max_connection_age (+ _grace): `connection_options`.
+
+    Start-up failures raise StartupError (an address that is malformed or in use: checked before
+    the store is opened) or StoreOpenError, each with a one-line message."""
+    addresses = []
+    for name, text in (("listen", listen), ("health", health_listen), ("metrics", metrics_listen)):
+        if text:
+            try:
+                addresses.append(parse_listen(text))
+            except ValueError as error:
+                raise StartupError(f"{name} address {error}") from None
+    check_free(addresses)
     store = open_store(store_url)
     await store.open()
-    endpoint = None
-    try:
+    async with contextlib.AsyncExitStack() as cleanup:
+        # Undone in reverse order, whatever fails: the metrics endpoint, the gRPC ports, the
+        # store. A started grpc.aio server left to the garbage collector would try to shut
+        # itself down on a closed event loop (a traceback at exit).
+        cleanup.push_async_callback(store.close)
         metrics = Metrics(process=True) if metrics_listen else None
         built = build(
             store,
@@ -269,44 +300,42 @@ async def serve(
             max_connection_age=max_connection_age,
             max_connection_age_grace=max_connection_age_grace,
         )
-        await built.start()
+        cleanup.push_async_callback(built.stop_now)
         if metrics is not None and metrics_listen:
             endpoint = metrics.serve_http(metrics_listen)
+            cleanup.push_async_callback(asyncio.to_thread, endpoint.close)
             log.info("metrics on port %d", endpoint.port)
+        await built.start()
         if built.health_port is not None:
             log.info("health on port %d", built.health_port)
         stop = stop or asyncio.Event()
-        loop = asyncio.get_running_loop()
-        installed = []
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.add_signal_handler(signum, stop.set)
-                installed.append(signum)
-            except (NotImplementedError, RuntimeError):
-                # Not the main thread (or not Unix): the caller stops us through `stop`.
-                pass
-        reload_policy = getattr(security.policy if security else None, "request_reload", None)
-        if reload_policy is not None:
-            try:  # SIGHUP re-reads the auth policy file (auth.PolicyFile)
-                loop.add_signal_handler(signal.SIGHUP, reload_policy)
-                installed.append(signal.SIGHUP)
-            except (NotImplementedError, RuntimeError, AttributeError):
-                pass
+        _install_signal_handlers(cleanup, stop, security)
+        log.info(
+            "serving %s on port %d (store %s)", SERVICE_NAME, built.port, redact_url(store_url)
+        )
+        if ready is not None:
+            ready(built.port)
+        await stop.wait()
+        log.info("draining (grace %.1fs)", grace)
+        await built.shutdown(grace)
+
+
+def _install_signal_handlers(
+    cleanup: contextlib.AsyncExitStack, stop: asyncio.Event, security: Security | None
+) -> None:
+    """SIGTERM/SIGINT set stop, SIGHUP re-reads the auth policy; removed again by cleanup."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
         try:
-            log.info(
-                "serving %s on port %d (store %s)", SERVICE_NAME, built.port, redact_url(store_url)
-            )
-            if ready is not None:
-                ready(built.port)
-            await stop.wait()
-            log.info("draining (grace %.1fs)", grace)
-            await built.shutdown(grace)
-        finally:
-            for signum in installed:
-                loop.remove_signal_handler(signum)
-            # Makes sure the listener is gone even if the wait above was cancelled.
-            await built.stop_now()
-    finally:
-        if endpoint is not None:
-            await asyncio.to_thread(endpoint.close)
-        await store.close()
+            loop.add_signal_handler(signum, stop.set)
+            cleanup.callback(loop.remove_signal_handler, signum)
+        except (NotImplementedError, RuntimeError):
+            # Not the main thread (or not Unix): the caller stops us through `stop`.
+            pass
+    reload_policy = getattr(security.policy if security else None, "request_reload", None)
+    if reload_policy is not None:
+        try:  # SIGHUP re-reads the auth policy file (auth.PolicyFile)
+            loop.add_signal_handler(signal.SIGHUP, reload_policy)
+            cleanup.callback(loop.remove_signal_handler, signal.SIGHUP)
+        except (NotImplementedError, RuntimeError, AttributeError):
+            pass

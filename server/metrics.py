@@ -34,6 +34,7 @@ the queue series are left out), for at most `max_queues` queues in name order.
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import socket
@@ -62,6 +63,7 @@ from prometheus_client.registry import Collector
 
 from leaseq.v1 import queue_service_pb2 as pb
 
+from .addresses import AddressInUse, StartupError, parse_listen
 from .errors import QueueNotFound
 from .interceptors import Observation, observe, split_method
 from .service import SERVICE_NAME
@@ -389,11 +391,23 @@ class MetricsEndpoint:
 
     @classmethod
     def start(cls, listen: str, registry: CollectorRegistry) -> MetricsEndpoint:
-        host, _, port = listen.rpartition(":")
-        host = host.strip("[]") or "0.0.0.0"
-        httpd = make_server(
-            host, int(port), make_wsgi_app(registry), _server_class(host), handler_class=_QuietHandler
-        )
+        """Bind now (StartupError, one line, when the address is bad or in use), serve in a thread."""
+        try:
+            address = parse_listen(listen, example_port=9090)
+        except ValueError as error:
+            raise StartupError(f"metrics address {error}") from None
+        try:
+            httpd = make_server(
+                address.host,
+                address.port,
+                make_wsgi_app(registry),
+                _server_class(address.host),
+                handler_class=_QuietHandler,
+            )
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise AddressInUse(address) from None
+            raise StartupError(f"cannot listen on {address}: {error.strerror or error}") from None
         # A short poll interval: close() waits for the serving loop to notice.
         thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="leaseq-metrics",

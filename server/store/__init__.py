@@ -15,6 +15,12 @@ from ..clock import Clock
 from .base import Store
 
 
+class StoreOpenError(RuntimeError):
+    """A store that cannot be opened (a file that is not a database, a directory, no permission,
+    a database server that is down or has no such database). The message is one line that names
+    the store and the cause; ``leaseq serve`` prints it as it is."""
+
+
 def open_store(url: str, clock: Clock | None = None) -> Store:
     """An unopened store for url; call ``await store.open()`` before use."""
     scheme = urlsplit(url).scheme
@@ -27,6 +33,8 @@ def open_store(url: str, clock: Clock | None = None) -> Store:
         # sqlite:///abs/path -> "/abs/path"; sqlite:///./rel -> "/./rel" is relative to the cwd.
         if path.startswith("/./") or path.startswith("/../"):
             path = path[1:]
+        elif path.startswith("//"):  # sqlite:////abs/path (SQLAlchemy's spelling) is /abs/path too
+            path = "/" + path.lstrip("/")
         if not path or path == "/":
             raise ValueError(f"store URL {url!r} names no file")
         return _sqlite(Path(path), clock)
@@ -57,4 +65,4 @@ def _sqlite(path: Path, clock: Clock | None) -> Store:
     return SqliteStore(path, clock=clock)
 
 
-__all__ = ["Store", "open_store", "redact_url"]
+__all__ = ["Store", "StoreOpenError", "open_store", "redact_url"]

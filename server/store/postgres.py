@@ -136,6 +136,7 @@ from psycopg.errors import DeadlockDetected, SerializationFailure
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ..clock import Clock
+from . import StoreOpenError
 from ..errors import (
     InvalidArgument,
     LeaseqError,
@@ -929,6 +930,9 @@ class PostgresStore:
             return
         self._closing = False
         kwargs = self._connect_kwargs()
+        # One connection first: a server that is down or a database that does not exist is
+        # reported at once, in one line, not as the pool's warnings until OPEN_TIMEOUT.
+        await _check_connection(self.conninfo, kwargs)
         pool = AsyncConnectionPool(
             self.conninfo,
             kwargs=kwargs,
@@ -942,7 +946,7 @@ class PostgresStore:
             await pool.open(wait=True, timeout=OPEN_TIMEOUT)
         except PoolTimeout as error:
             await pool.close()
-            raise RuntimeError(
+            raise StoreOpenError(
                 f"cannot connect to PostgreSQL ({_redacted(self.conninfo)}): {error}"
             ) from error
         try:
@@ -952,8 +956,8 @@ class PostgresStore:
                 await conn.commit()
         except psycopg.Error as error:
             await pool.close()
-            raise RuntimeError(
-                f"cannot prepare the PostgreSQL schema {self.schema!r}: {error}"
+            raise StoreOpenError(
+                f"cannot prepare the PostgreSQL schema {self.schema!r}: {_one_line(error)}"
             ) from error
         except BaseException:
             await pool.close()
@@ -1901,6 +1905,27 @@ async def _migrate(conn: psycopg.AsyncConnection[Any], schema: str) -> bytes:
         row = await cur.fetchone()
         assert row is not None
         return bytes(row[0])
+
+
+async def _check_connection(conninfo: str, kwargs: dict[str, Any]) -> None:
+    """Connect once (bounded by OPEN_TIMEOUT unless the URL sets connect_timeout); StoreOpenError
+    with libpq's reason when that fails."""
+    if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(conninfo):
+        kwargs = {**kwargs, "connect_timeout": int(OPEN_TIMEOUT)}
+    try:
+        conn = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
+    except psycopg.Error as error:
+        raise StoreOpenError(
+            f"cannot connect to PostgreSQL ({_redacted(conninfo)}): {_one_line(error)}"
+        ) from None
+    await conn.close()
+
+
+def _one_line(error: BaseException) -> str:
+    """psycopg's message on one line: libpq writes a line per address tried, plus hints."""
+    text = str(error).removeprefix("connection failed: ")
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    return "; ".join(line for line in lines if line) or type(error).__name__
 
 
 def _redacted(conninfo: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import Unavailable
-from leaseq.server.store import open_store
+from leaseq.server.store import StoreOpenError, open_store
 from leaseq.server.store.base import LeaseStatus, MessageState, NewMessage, QueueConfig
 from leaseq.server.store.sqlite import SqliteStore
 
@@ -134,7 +134,7 @@ async def test_the_signing_key_is_made_once_per_file(db_path: Path, clock: FakeC
 async def test_open_fails_cleanly_when_the_path_is_unusable(tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()  # a directory where the file should be
     store = SqliteStore(tmp_path / "taken")
-    with pytest.raises(sqlite3.Error):
+    with pytest.raises(StoreOpenError, match="it is a directory"):
         await store.open()
     with pytest.raises(Unavailable):
         await store.stats("q")

@@ -27,6 +27,7 @@ from ..base import (
     VisibilityChange,
 )
 
+from .open_errors import cannot_open, check_path, explain
 from .schema import _initialize
 from .reader import _Reader
 from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery, peek_scan, stats_scan
@@ -76,6 +77,9 @@ class SqliteStore:
         self._uids.clear()
         try:
             key = await writer.start(_initialize)
+        except sqlite3.Error as error:  # e.g. a read-only file: "attempt to write a readonly database"
+            await writer.stop()
+            raise explain(self.path, error) from error
         except BaseException:
             await writer.stop()
             raise
@@ -101,13 +105,19 @@ class SqliteStore:
 
     def _connect(self) -> sqlite3.Connection:
         """Runs on the writer thread, which then owns the connection."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: the writer issues BEGIN/SAVEPOINT/COMMIT itself.
-        conn = sqlite3.connect(self.path, isolation_level=None, cached_statements=256)
+        check_path(self.path)
         try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            # isolation_level=None: the writer issues BEGIN/SAVEPOINT/COMMIT itself.
+            conn = sqlite3.connect(self.path, isolation_level=None, cached_statements=256)
+        except sqlite3.Error as error:
+            raise explain(self.path, error) from error
+        try:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.Error as error:  # the first read: "file is not a database"
+                raise explain(self.path, error) from error
             if mode.lower() != "wal":
-                raise RuntimeError(f"{self.path}: cannot use WAL journaling (got {mode!r})")
+                raise cannot_open(self.path, f"cannot use WAL journaling (got {mode!r})")
             # FULL: the WAL is synced at every COMMIT, so a message is on disk when send returns.
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
