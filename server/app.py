@@ -1,7 +1,7 @@
 """Build the grpc.aio server, serve it, and drain it on SIGTERM/SIGINT.
 
 Served: leaseq.v1.QueueService, grpc.health.v1.Health (overall "", per service
-"leaseq.v1.QueueService", and LIVENESS_SERVICE), and server reflection. Optionally health alone
+"leaseq.v1.QueueService", and LIVENESS_SERVICE), and server reflection (v1 and v1alpha). Optionally health alone
 on a second plaintext port (health_listen), and Prometheus metrics (metrics.py). Every RPC goes
 through the request-id/access-log interceptor (logs.py) and, with metrics, the metrics one.
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
-from grpc_reflection.v1alpha import reflection
 
+from . import reflection
 from .addresses import StartupError, check_free, parse_listen
 from .auth import Security
 from .limits import Limits, StreamLimiter
@@ -188,10 +188,8 @@ def build(
     add_to_server(service, server)
     health = _Health()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME),
-        server,
+    reflection.enable(
+        server, (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
     )
     credentials = security.credentials() if security else None
     port = _bind(server, listen, credentials)
