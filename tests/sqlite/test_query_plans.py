@@ -40,6 +40,7 @@ STATEMENTS = {
     "deliver": (s.DELIVER_SQL, "INTEGER PRIMARY KEY"),
     "delete by current receipts": (s.DELETE_CURRENT_SQL, "INTEGER PRIMARY KEY"),
     "tombstone of a key": (s.TOMBSTONE_RUN_SQL, "INTEGER PRIMARY KEY"),
+    "stats: oldest visible": (s.OLDEST_VISIBLE_SQL, "messages_enqueued"),
 }
 
 # Steps that walk the JSON array of keys a statement is given (one per message named).
@@ -68,6 +69,15 @@ async def test_hot_statement_searches_an_index(
     ), plan
     assert index in plan[0], plan
     assert not any("TEMP B-TREE" in step for step in plan), plan
+
+
+async def test_stats_read_only_the_unavailable_messages(store: SqliteStore, db_path: Path) -> None:
+    """Stats count leased and delayed messages on the messages_visible range after now (grouped
+    by channel in a small temporary tree: one entry per channel), never the whole queue."""
+    plan = _plan(db_path, s.UNAVAILABLE_SQL)
+    assert plan[0].startswith("SEARCH messages USING INDEX messages_visible"), plan
+    assert "visible_at>?" in plan[0], plan
+    assert all(step.startswith(("SEARCH", "USE TEMP B-TREE FOR GROUP BY")) for step in plan), plan
 
 
 async def test_receive_range_stops_at_now(store: SqliteStore, db_path: Path) -> None:

@@ -28,7 +28,11 @@ class _Reader:
         if conn is None:
             # Opened on first use, after the writer created the file and its schema. mode=ro:
             # this connection can never write; query_only says so to SQLite too.
-            conn = sqlite3.connect(f"{self._path.resolve().as_uri()}?mode=ro", uri=True)
+            # isolation_level=None: no implicit transactions; stats_scan opens its own read
+            # transaction (one snapshot for its queries).
+            conn = sqlite3.connect(
+                f"{self._path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
+            )
             conn.execute("PRAGMA query_only = ON")
             conn.execute("PRAGMA busy_timeout = 5000")
             self._local.conn = conn

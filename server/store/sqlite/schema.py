@@ -11,9 +11,11 @@ from typing import Any, NamedTuple
 from ...receipts import new_signing_key
 from ..base import QueueConfig
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """1: one tombstone row per deleted message. 2: one row per run of consecutive keys deleted by one
-operation with the same receipt_seq (MIGRATIONS)."""
+operation with the same receipt_seq. 3: message counts by channel kept in channel_counts, and the
+messages_enqueued index, so that stats read no more than the queue's unavailable messages
+(MIGRATIONS)."""
 
 # One column per QueueConfig field, in the dataclass's order.
 _CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(QueueConfig))
@@ -67,6 +69,16 @@ CREATE INDEX IF NOT EXISTS messages_attempt ON messages (queue, attempt_id)
     WHERE attempt_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_channel ON messages (queue, channel, visible_at)
     WHERE channel != '';
+CREATE INDEX IF NOT EXISTS messages_enqueued ON messages (queue, enqueued_at);
+
+-- How many messages each channel of a queue holds, kept by every operation that adds or removes
+-- messages (stats_scan reads it instead of counting a whole queue).
+CREATE TABLE IF NOT EXISTS channel_counts (
+    queue   INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    channel TEXT NOT NULL,
+    total   INTEGER NOT NULL,
+    PRIMARY KEY (queue, channel)
+) WITHOUT ROWID;
 
 -- No foreign key: tombstones may outlive their queue by up to TOMBSTONE_SECONDS. Harmless, as
 -- queue ids are never reused, and it spares deleting a queue a scan of this table.
@@ -117,6 +129,11 @@ MIGRATIONS: dict[int, list[str]] = {
         " SELECT key, key, queue, receipt_seq, deleted_at FROM tombstones_v1",
         "DROP TABLE tombstones_v1",
     ],
+    # channel_counts and messages_enqueued are made by the schema statements (IF NOT EXISTS).
+    3: [
+        "INSERT INTO channel_counts (queue, channel, total)"
+        " SELECT queue, channel, COUNT(*) FROM messages GROUP BY queue, channel",
+    ],
 }
 
 # --- statements used on hot paths (module constants so the query-plan tests check these) ------
@@ -128,7 +145,13 @@ QUEUE_COLUMNS = (
 )
 QUEUE_BY_NAME_SQL = f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?"
 
-SWEEP_SQL = "DELETE FROM messages WHERE queue = ? AND expires_at <= ?"
+SWEEP_SQL = "DELETE FROM messages WHERE queue = ? AND expires_at <= ? RETURNING channel"
+
+# Adds a (signed) number of messages to a channel's count.
+COUNT_CHANNEL_SQL = (
+    "INSERT INTO channel_counts (queue, channel, total) VALUES (?, ?, ?)"
+    " ON CONFLICT (queue, channel) DO UPDATE SET total = total + excluded.total"
+)
 
 INSERT_MESSAGE_SQL = (
     "INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,"
@@ -139,6 +162,19 @@ INSERT_MESSAGE_SQL = (
 IN_FLIGHT_SQL = (
     "SELECT COUNT(*), MIN(visible_at) FROM messages"
     " WHERE queue = ? AND leased = 1 AND visible_at > ?"
+)
+
+# The enqueue time of the queue's oldest visible message: messages_enqueued in enqueue order,
+# skipping the leased and delayed ones (a table lookup each), so it reads at most those + 1.
+OLDEST_VISIBLE_SQL = (
+    "SELECT enqueued_at FROM messages INDEXED BY messages_enqueued"
+    " WHERE queue = ? AND +visible_at <= ? ORDER BY enqueued_at LIMIT 1"
+)
+
+# Leased and delayed messages by channel: the messages_visible range after now.
+UNAVAILABLE_SQL = (
+    "SELECT channel, SUM(leased = 1), SUM(leased = 0) FROM messages"
+    " WHERE queue = ? AND visible_at > ? GROUP BY channel"
 )
 
 NEXT_VISIBLE_SQL = "SELECT MIN(visible_at) FROM messages WHERE queue = ? AND visible_at > ?"
@@ -167,7 +203,7 @@ DELIVER_SQL = (
 # `+queue` keeps the planner off the queue's indexes (see leases_by_key_sql).
 DELETE_CURRENT_SQL = (
     "DELETE FROM messages WHERE key IN (SELECT value FROM json_each(?))"
-    " AND +queue = ? AND receipt_seq = ? RETURNING key"
+    " AND +queue = ? AND receipt_seq = ? RETURNING key, channel"
 )
 
 INSERT_TOMBSTONES_SQL = (

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -45,7 +46,7 @@ from ..base import (
 )
 from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
-from .schema import ATTEMPT_LEASES_SQL, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SWEEP_SQL, _CONFIG_FIELDS, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
+from .schema import ATTEMPT_LEASES_SQL, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SWEEP_SQL, _CONFIG_FIELDS, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
 
 T = TypeVar("T")
 
@@ -164,23 +165,32 @@ class StatsCounters:
 
 
 def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
-    """Counts by channel and state at counters.now: one pass over the queue's messages. Runs on
-    the store's read connection (SqliteStore._read), so that a large queue's scan (about 0.1 s
-    at 100,000 messages) does not hold up the writer: in WAL mode a reader and the writer do not
-    wait for each other."""
-    now = counters.now
-    rows = conn.execute(
-        "SELECT channel, SUM(visible_at <= ?), SUM(visible_at > ? AND leased = 1),"
-        " SUM(visible_at > ? AND leased = 0),"
-        " MIN(CASE WHEN visible_at <= ? THEN enqueued_at END)"
-        " FROM messages WHERE queue = ? GROUP BY channel",
-        (now, now, now, now, counters.queue_id),
-    ).fetchall()
-    channels = {ch: CountsByState(v, l, d) for ch, v, l, d, _ in rows}
-    oldest = min((enq for *_, enq in rows if enq is not None), default=None)
+    """Counts by channel and state at counters.now, without reading the queue's visible messages:
+    each channel's total from channel_counts, the leased and delayed ones (visible_at > now) from
+    the messages_visible range after now, visible = total - those; the oldest visible message
+    by walking messages_enqueued past the unavailable ones. So the cost grows with the leased and
+    delayed messages, not the backlog (issue 20: a few ms at 1,000,000 waiting). Runs on the
+    store's read connection (SqliteStore._read), in one read transaction: one snapshot."""
+    now, queue_id = counters.now, counters.queue_id
+    conn.execute("BEGIN")
+    try:
+        totals = conn.execute(
+            "SELECT channel, total FROM channel_counts WHERE queue = ? AND total > 0", (queue_id,)
+        ).fetchall()
+        unavailable = {
+            channel: (leased, delayed)
+            for channel, leased, delayed in conn.execute(UNAVAILABLE_SQL, (queue_id, now))
+        }
+        oldest = conn.execute(OLDEST_VISIBLE_SQL, (queue_id, now)).fetchone()
+    finally:
+        conn.execute("COMMIT")
+    channels = {}
+    for channel, total in totals:
+        leased, delayed = unavailable.get(channel, (0, 0))
+        channels[channel] = CountsByState(total - leased - delayed, leased, delayed)
     return QueueStats.from_channels(
         channels,
-        oldest,
+        None if oldest is None else oldest[0],
         now,
         dead_lettered_total=counters.dead_lettered_total,
         expired_total=counters.expired_total,
@@ -268,14 +278,40 @@ class _Tx:
         row = self.conn.execute(QUEUE_BY_NAME_SQL, (name,)).fetchone()
         return None if row is None else _Queue.from_row(row)
 
+    def _count(self, queue_id: int, channels: Iterable[str], sign: int) -> None:
+        """Add (sign 1) or take away (-1) one message per channel named in the queue's
+        channel_counts: every operation that adds or removes messages calls this."""
+        self.conn.executemany(
+            COUNT_CHANNEL_SQL,
+            [(queue_id, channel, sign * n) for channel, n in Counter(channels).items()],
+        )
+
+    def _move_counts(self, moves: Sequence[tuple[int, int, int]]) -> None:
+        """channel_counts for messages about to change queue: (key, from queue id, to queue id)
+        each. Reads their channels (only dead-lettering and redrive move messages)."""
+        deltas: Counter[tuple[int, str]] = Counter()
+        for chunk in _chunks(moves):
+            channels = dict(self.conn.execute(
+                f"SELECT key, channel FROM messages WHERE key IN ({', '.join('?' * len(chunk))})",
+                [key for key, _, _ in chunk],
+            ).fetchall())
+            for key, source, target in chunk:
+                deltas[(source, channels[key])] -= 1
+                deltas[(target, channels[key])] += 1
+        self.conn.executemany(
+            COUNT_CHANNEL_SQL, [(queue, channel, n) for (queue, channel), n in deltas.items() if n]
+        )
+
     def queue(self, name: str) -> _Queue:
         """The queue, after removing its expired messages (base.py: before every operation)."""
         found = self.find_queue(name)
         if found is None:
             raise QueueNotFound(name)
-        expired = self.conn.execute(SWEEP_SQL, (found.id, self.now)).rowcount
-        if expired <= 0:
+        channels = [channel for (channel,) in self.conn.execute(SWEEP_SQL, (found.id, self.now))]
+        if not channels:
             return found
+        expired = len(channels)
+        self._count(found.id, channels, -1)
         self.conn.execute(
             "UPDATE queues SET expired_total = expired_total + ? WHERE id = ?", (expired, found.id)
         )
@@ -342,6 +378,7 @@ class _Tx:
 
     def purge_queue(self, name: str) -> int:
         found = self.queue(name)
+        self.conn.execute("DELETE FROM channel_counts WHERE queue = ?", (found.id,))
         return self.conn.execute("DELETE FROM messages WHERE queue = ?", (found.id,)).rowcount
 
     def stats_counters(self, name: str) -> StatsCounters:
@@ -383,6 +420,7 @@ class _Tx:
                 if config.dedup_window > 0:
                     records.append((found.id, m.dedup_id, message_id, now + config.dedup_window))
         self.conn.executemany(INSERT_MESSAGE_SQL, rows)
+        self._count(found.id, [row[4] for row in rows], 1)
         if records:
             self.conn.executemany(
                 "INSERT OR REPLACE INTO dedup (queue, dedup_id, message_id, until)"
@@ -526,6 +564,7 @@ class _Tx:
 
     def _move_to_dead_letter_queue(self, found: _Queue, dlq: _Queue, rows: list[_Row]) -> None:
         retention = dlq.config.message_retention
+        self._move_counts([(row.key, found.id, dlq.id) for row in rows])
         self.conn.executemany(
             "UPDATE messages SET queue = ?, visible_at = ?, leased = 0, expires_at = ?,"
             " receipt_seq = receipt_seq + 1, source_queue = ?, attempt_id = NULL WHERE key = ?",
@@ -707,16 +746,20 @@ class _Tx:
 
     def _delete_current(self, found: _Queue, pairs: set[tuple[int, int]]) -> dict[int, int]:
         """Delete the messages of this queue whose receipt_seq is the pair's: key -> seq. One
-        statement per distinct seq (a batch of first deliveries has one)."""
+        statement per distinct seq (a batch of first deliveries has one). Counts them out of
+        channel_counts; _after_removal does the rest."""
         by_seq: dict[int, list[int]] = {}
         for key, seq in pairs:
             by_seq.setdefault(seq, []).append(key)
         deleted: dict[int, int] = {}
+        channels: list[str] = []
         for seq, keys in by_seq.items():
-            for (key,) in self.conn.execute(
+            for key, channel in self.conn.execute(
                 DELETE_CURRENT_SQL, (json.dumps(keys), found.id, seq)
             ).fetchall():
                 deleted[key] = seq
+                channels.append(channel)
+        self._count(found.id, channels, -1)
         return deleted
 
     def _remove_attempt(self, found: _Queue, attempt_id: str) -> list[tuple[int, int]]:
@@ -725,11 +768,14 @@ class _Tx:
         if not attempt_id:
             return []
         rows = self.conn.execute(
-            "DELETE FROM messages WHERE queue = ? AND attempt_id = ? RETURNING key, receipt_seq",
+            "DELETE FROM messages WHERE queue = ? AND attempt_id = ?"
+            " RETURNING key, receipt_seq, channel",
             (found.id, attempt_id),
         ).fetchall()
-        self._after_removal(found, rows)
-        return rows
+        self._count(found.id, [channel for _, _, channel in rows], -1)
+        removed = [(key, seq) for key, seq, _ in rows]
+        self._after_removal(found, removed)
+        return removed
 
     def _after_removal(self, found: _Queue, deleted: Sequence[tuple[int, int]]) -> None:
         """Tombstones and the deleted counter for messages just deleted: (key, receipt_seq)."""
@@ -816,6 +862,7 @@ class _Tx:
             if len(rows) < page:
                 break
             cursor = (rows[-1].visible_at, rows[-1].key)
+        self._move_counts([(key, found.id, to.id) for to, key in moves])
         self.conn.executemany(
             "UPDATE messages SET queue = ?, delivery_count = 0, visible_at = ?, leased = 0,"
             " source_queue = NULL, receipt_seq = receipt_seq + 1, expires_at = ?, attempt_id = NULL"
@@ -848,6 +895,8 @@ class _Tx:
         more = False
         for sql, cutoff in statements:
             more |= self.conn.execute(sql, (cutoff, limit)).rowcount >= limit
+        # Channels that emptied (one row per channel a queue ever used: few).
+        self.conn.execute("DELETE FROM channel_counts WHERE total = 0")
         return more
 
 
