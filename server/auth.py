@@ -478,15 +478,15 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return self._source.current() if self._source is not None else None
 
     def _principal(
-        self, policy: Policy | None, credentials: _Credentials, context: Any
+        self, policy: Policy | None, credentials: _Credentials, names: Sequence[str]
     ) -> Principal:
+        """names: the client certificate's (see `_certificate_names`)."""
         if credentials.token is not None:
             principal = policy.by_token(credentials.token) if policy is not None else None
             if principal is None:
                 raise _Denied(grpc.StatusCode.UNAUTHENTICATED, "unknown bearer token")
             return principal
-        if self._certificates and context is not None:
-            names = certificate_names(context)
+        if self._certificates:
             if names:
                 if policy is None:
                     return Principal(f"certificate:{names[0]}", EVERYTHING)
@@ -515,11 +515,19 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                     f"(needs {what})",
                 )
 
+    def _certificate_names(self, credentials: _Credentials, context: Any) -> list[str]:
+        """The names a call without a token may authenticate by, read once when the call starts:
+        auth_context() reaches into grpc's call, which must not be touched once the call has
+        ended (interceptors' module docstring), and a stream re-authorizes later."""
+        if credentials.token is not None or not self._certificates:
+            return []
+        return certificate_names(context)
+
     def authorize(
-        self, credentials: _Credentials, rpc: str, request: Any, context: Any
+        self, credentials: _Credentials, rpc: str, request: Any, names: Sequence[str]
     ) -> tuple[Policy | None, Principal]:
         policy = self._policy()
-        principal = self._principal(policy, credentials, context)
+        principal = self._principal(policy, credentials, names)
         self._check(principal, rpc, request)
         return policy, principal
 
@@ -541,7 +549,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             credentials = _Credentials(_bearer(details.invocation_metadata))
             if credentials.token is not None:
                 # Known before the body is parsed: refuse a wrong token without doing any work.
-                self._principal(self._policy(), credentials, None)
+                self._principal(self._policy(), credentials, ())
             elif not self._certificates:
                 raise _Denied(
                     grpc.StatusCode.UNAUTHENTICATED, "missing 'authorization: Bearer <token>'"
@@ -561,7 +569,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     def _unary(self, behaviour: Callable[..., Any], rpc: str, credentials: _Credentials):
         async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
-                _, principal = self.authorize(credentials, rpc, request, context)
+                names = self._certificate_names(credentials, context)
+                _, principal = self.authorize(credentials, rpc, request, names)
             except _Denied as denied:
                 await context.abort(denied.code, denied.message)
             response = await behaviour(request, context)
@@ -576,8 +585,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     def _stream(self, behaviour: Callable[..., Any], rpc: str, credentials: _Credentials):
         async def guarded(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            names = self._certificate_names(credentials, context)
             try:
-                policy, _ = self.authorize(credentials, rpc, request, context)
+                policy, _ = self.authorize(credentials, rpc, request, names)
             except _Denied as denied:
                 await context.abort(denied.code, denied.message)
             async with aclosing(behaviour(request, context)) as responses:
@@ -586,7 +596,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                     if current is not policy:
                         # The policy changed while the stream runs: still allowed?
                         try:
-                            policy, _ = self.authorize(credentials, rpc, request, context)
+                            policy, _ = self.authorize(credentials, rpc, request, names)
                         except _Denied as denied:
                             await context.abort(denied.code, denied.message)
                     yield response

@@ -7,6 +7,18 @@ methods) and returns an `Observation`, whose `response()` sees every response an
 raised). An observation may also hand the inner behaviour another context (`logs` does, to keep
 its request id in the trailers of an aborted call).
 
+A finished call's context must never be touched: grpc releases the call when the RPC's task
+ends, and methods that reach into it (peer(), auth_context()) then dereference a freed pointer
+and the process dies of SIGSEGV (issue 14). So:
+- an observation reads what it needs of the context in `start`, never in `end`;
+- a response stream is served with the writer API (`await context.write(...)`) from a
+  coroutine, not handed to grpc as an async generator. grpc drives a generator from outside:
+  when a call ends while grpc waits in its write (a deadline or a cancel while the client does
+  not read), the generator is left suspended and closed later by the garbage collector, after
+  the call was released, so every `finally` of every layer ran on a dead call. The coroutine
+  runs in the call's own task: a deadline or cancel raises in it, and every layer's cleanup and
+  `end` run before grpc releases the call.
+
 Used by `logs.RequestLogInterceptor` (request ids, access log) and `metrics.MetricsInterceptor`.
 """
 
@@ -15,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any, cast
 
@@ -47,25 +60,46 @@ def split_method(full_method: str) -> tuple[str, str]:
     return service, method
 
 
-def final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
-    """The status a call ended with. A handler that aborted set it on the context; one that was
-    cancelled (client gone, deadline passed, shutdown grace over) did not."""
-    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
+class CallEnding:
+    """What deciding a call's final status needs, read while the call runs: its deadline (on the
+    monotonic clock) and later its status code (a plain attribute of grpc's call state)."""
+
+    def __init__(self, context: grpc.aio.ServicerContext) -> None:
         remaining = context.time_remaining()
-        if remaining is not None and remaining <= 0:
-            return grpc.StatusCode.DEADLINE_EXCEEDED
-        return grpc.StatusCode.CANCELLED
-    code = context.code()
-    if isinstance(code, grpc.StatusCode):
-        return code
-    if error is not None:
-        return grpc.StatusCode.UNKNOWN  # grpc answers an escaped exception with UNKNOWN
-    return grpc.StatusCode.OK
+        self._deadline = None if remaining is None else time.monotonic() + remaining
+
+    def expired(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _ended_early(self) -> grpc.StatusCode:
+        return grpc.StatusCode.DEADLINE_EXCEEDED if self.expired() else grpc.StatusCode.CANCELLED
+
+    def code(self, context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
+        """The status the call ended with. A handler that aborted set it on the context; one
+        that was cancelled (client gone, deadline passed, shutdown grace over) did not. Called
+        in the call's task, before grpc releases the call."""
+        if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
+            return self._ended_early()
+        code = context.code()
+        if isinstance(code, grpc.StatusCode):
+            return code
+        if isinstance(error, grpc.aio.BaseError):
+            # grpc's own error from a write or abort (not an abort of ours: that set the code):
+            # the call ended under the handler.
+            return self._ended_early()
+        if error is not None:
+            return grpc.StatusCode.UNKNOWN  # grpc answers an escaped exception with UNKNOWN
+        return grpc.StatusCode.OK
 
 
-def _end(observation: Observation, context: grpc.aio.ServicerContext, error: BaseException | None) -> None:
+def _end(
+    observation: Observation,
+    ending: CallEnding,
+    context: grpc.aio.ServicerContext,
+    error: BaseException | None,
+) -> None:
     try:
-        observation.end(final_code(context, error))
+        observation.end(ending.code(context, error))
     except Exception:  # an observer's bug must never change the call's outcome
         log.exception("an RPC observer failed")
 
@@ -79,6 +113,7 @@ def _response(observation: Observation, response: Any) -> None:
 
 def _unary_response(inner: Callable[..., Any], start: Start, streaming_request: bool):
     async def behaviour(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        ending = CallEnding(context)
         observation = start(None if streaming_request else request, context)
         error: BaseException | None = None
         try:
@@ -90,26 +125,28 @@ def _unary_response(inner: Callable[..., Any], start: Start, streaming_request: 
             error = e
             raise
         finally:
-            _end(observation, context, error)
+            _end(observation, ending, context, error)
 
     return behaviour
 
 
 def _stream_response(inner: Callable[..., Any], start: Start, streaming_request: bool):
-    async def behaviour(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    # A coroutine writing its responses, not a generator: see the module docstring.
+    async def behaviour(request: Any, context: grpc.aio.ServicerContext) -> None:
+        ending = CallEnding(context)
         observation = start(None if streaming_request else request, context)
         error: BaseException | None = None
         try:
-            # aclosing: a cancelled call closes the inner generator at once (its cleanup runs now).
+            # aclosing: an ended call closes the inner generators now, in the call's task.
             async with aclosing(inner(request, observation.context)) as responses:
                 async for response in responses:
                     _response(observation, response)
-                    yield response
+                    await context.write(response)
         except BaseException as e:
             error = e
             raise
         finally:
-            _end(observation, context, error)
+            _end(observation, ending, context, error)
 
     return behaviour
 

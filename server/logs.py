@@ -93,7 +93,9 @@ class _Access(Observation):
         self._token = request_id_var.set(self.request_id)
         context.set_trailing_metadata(((REQUEST_ID_KEY, self.request_id),))
         super().__init__(cast(grpc.aio.ServicerContext, _TaggedContext(context, self.request_id)))
-        self._raw_context = context
+        # Read now: `end` may run when grpc is about to release the call, and the context's
+        # peer() of a released call reads freed memory (interceptors' module docstring).
+        self.peer = context.peer()
         self.service = service
         self.method = method
         self.queue = _queue_of(request)
@@ -114,7 +116,7 @@ class _Access(Observation):
                     "rpc_method": self.method,
                     "rpc_code": code.name,
                     "duration_ms": duration_ms,
-                    "peer": self._raw_context.peer(),
+                    "peer": self.peer,
                 }
                 if self.queue:
                     fields["queue"] = self.queue
