@@ -71,11 +71,16 @@ class Waker:
             return
         self.sleeping = True
         self.parks += 1
+        # Not asyncio.wait_for: before Python 3.12 it swallows a cancellation that arrives while
+        # the event is being set (bpo-42130), and the stream of a call the client had cancelled
+        # went on leasing messages. The timeout rings the bell itself; every caller clears it
+        # before it looks again.
+        timer = None if timeout is None else asyncio.get_running_loop().call_later(timeout, self.ring)
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+            await self._event.wait()
         finally:
+            if timer is not None:
+                timer.cancel()
             self.sleeping = False
 
 
