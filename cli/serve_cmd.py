@@ -84,6 +84,12 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
 )
 @_option(
+    "--sqs-listen",
+    metavar="HOST:PORT",
+    help="Also serve the Amazon SQS API (AWS JSON and query protocols) over HTTP here, on the "
+    "same store: boto3/aws-cli with --endpoint-url. Off by default.",
+)
+@_option(
     "--health-listen",
     metavar="HOST:PORT",
     type=ListenType(8081),
@@ -166,6 +172,7 @@ def serve(
     max_connection_age: float | None,
     max_connection_age_grace: float | None,
     log_format: str,
+    sqs_listen: str | None,
 ) -> None:
     """Serve the queue service (gRPC, health, reflection) until SIGTERM or Ctrl-C."""
     security = _security(auth_policy, tls_cert, tls_key, tls_client_ca)
@@ -175,6 +182,8 @@ def serve(
             f"{listen} is not a loopback address and authentication is off: "
             "pass --allow-unauthenticated to serve it anyway"
         )
+    if sqs_listen:
+        _check_sqs_listen(sqs_listen, security, allow_unauthenticated)
 
     # The command line is an application: it may configure logging (the library never does).
     from leaseq.server.logs import configure_logging
@@ -202,6 +211,7 @@ def serve(
                 metrics_listen=metrics_listen,
                 max_connection_age=max_connection_age,
                 max_connection_age_grace=max_connection_age_grace,
+                sqs_listen=sqs_listen,
             )
         )
     except KeyboardInterrupt:  # a second Ctrl-C while draining
@@ -213,6 +223,19 @@ def serve(
         log.debug("the server failed", exc_info=True)
         raise click.ClickException(str(e)) from e
     log.info("stopped")
+
+
+def _check_sqs_listen(listen: str, security: Any, allow_unauthenticated: bool) -> None:
+    """The SQS endpoint authenticates by SigV4 against the policy's access keys: without a policy
+    it accepts any caller, so the loopback rule applies to it as to --listen."""
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise click.UsageError(f"--sqs-listen {listen!r}: expected HOST:PORT")
+    if security.policy is None and not allow_unauthenticated and not is_loopback(listen):
+        raise click.UsageError(
+            f"--sqs-listen {listen} is not a loopback address and there is no --auth-policy "
+            "(SigV4 access keys): pass --allow-unauthenticated to serve it anyway"
+        )
 
 
 def _security(

@@ -263,17 +263,24 @@ async def serve(
     metrics_listen: str | None = None,
     max_connection_age: float | None = None,
     max_connection_age_grace: float | None = None,
+    sqs_listen: str | None = None,
 ) -> None:
     """Open the store, serve until SIGTERM/SIGINT (or `stop` is set), then drain and close.
 
     ready(port) is called once the server accepts RPCs (the port matters with ":0").
     health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
-    /metrics over HTTP; max_connection_age (+ _grace): `connection_options`.
+    /metrics over HTTP; max_connection_age (+ _grace): `connection_options`; sqs_listen: the
+    SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core.
 
     Start-up failures raise StartupError (an address that is malformed or in use: checked before
     the store is opened) or StoreOpenError, each with a one-line message."""
     addresses = []
-    for name, text in (("listen", listen), ("health", health_listen), ("metrics", metrics_listen)):
+    for name, text in (
+        ("listen", listen),
+        ("health", health_listen),
+        ("metrics", metrics_listen),
+        ("SQS", sqs_listen),
+    ):
         if text:
             try:
                 addresses.append(parse_listen(text))
@@ -303,6 +310,10 @@ async def serve(
             endpoint = metrics.serve_http(metrics_listen)
             cleanup.push_async_callback(asyncio.to_thread, endpoint.close)
             log.info("metrics on port %d", endpoint.port)
+        if sqs_listen:
+            # Before gRPC starts: once health says SERVING, the SQS endpoint answers too.
+            sqs = await _start_sqs(store, built, security, sqs_listen)
+            cleanup.push_async_callback(sqs.stop)
         await built.start()
         if built.health_port is not None:
             log.info("health on port %d", built.health_port)
@@ -337,3 +348,16 @@ def _install_signal_handlers(
             cleanup.callback(loop.remove_signal_handler, signal.SIGHUP)
         except (NotImplementedError, RuntimeError, AttributeError):
             pass
+
+
+async def _start_sqs(store: Store, built: LeaseqServer, security: Security | None, listen: str):
+    """The SQS endpoint over the gRPC service's long polls (one set of waiters and wake-ups)."""
+    from .core import QueueCore
+    from .frontends.sqs.app import SqsFrontend
+
+    frontend = SqsFrontend(
+        QueueCore(store, built.service.longpoll), security.policy if security else None
+    )
+    await frontend.start(listen)
+    log.info("SQS endpoint on port %d", frontend.port)
+    return frontend

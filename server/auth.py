@@ -10,6 +10,9 @@ The policy file (TOML; YAML or JSON when the name ends in .yaml/.yml/.json, YAML
     # Under mutual TLS: client certificates whose common name or DNS/URI subject alternative
     # name is listed here authenticate as this principal without a token.
     certificates = ["orders-worker.internal"]
+    # The SQS endpoint (--sqs-listen): AWS access keys whose SigV4 signatures authenticate as this
+    # principal. The secret itself is stored (HMAC needs it): keep the file private.
+    access_keys = [{ id = "AKIAORDERSWORKER", secret = "..." }]
 
     [[principals.grants]]
     queues = ["orders-*", "orders"]      # fnmatch patterns (* ? [...]), case-sensitive
@@ -156,6 +159,8 @@ class Policy:
     principals: tuple[Principal, ...] = ()
     _tokens: tuple[tuple[bytes, Principal], ...] = field(default=(), repr=False)
     _certificates: Mapping[str, Principal] = field(default_factory=dict, repr=False)
+    # access key id -> (secret, principal), for SigV4 (frontends/sqs/sigv4.py)
+    access_keys: Mapping[str, tuple[str, Principal]] = field(default_factory=dict, repr=False)
 
     def by_token(self, token: str) -> Principal | None:
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
@@ -201,10 +206,11 @@ def policy_from_data(data: object) -> Policy:
     principals: list[Principal] = []
     tokens: list[tuple[bytes, Principal]] = []
     certificates: dict[str, Principal] = {}
+    access_keys: dict[str, tuple[str, Principal]] = {}
     seen_digests: set[bytes] = set()
     for index, entry in enumerate(entries):
         where = f"principals[{index}]"
-        entry = _keys(entry, {"name", "tokens", "certificates", "grants"}, where)
+        entry = _keys(entry, {"name", "tokens", "certificates", "grants", "access_keys"}, where)
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             raise PolicyError(f"{where}.name: required, a non-empty string")
@@ -240,7 +246,27 @@ def policy_from_data(data: object) -> Policy:
             if cert_name in certificates:
                 raise PolicyError(f"{where}.certificates: {cert_name!r} is listed twice")
             certificates[cert_name] = principal
-    return Policy(tuple(principals), tuple(tokens), certificates)
+        _access_keys(entry.get("access_keys", []), where, principal, access_keys)
+    return Policy(tuple(principals), tuple(tokens), certificates, access_keys)
+
+
+def _access_keys(
+    raw: object, where: str, principal: Principal, into: dict[str, tuple[str, Principal]]
+) -> None:
+    """A principal's access_keys: a list of {id, secret} tables (the secret is never echoed)."""
+    if not isinstance(raw, list):
+        raise PolicyError(f"{where}.access_keys: a list of {{id = ..., secret = ...}} tables")
+    for index, key in enumerate(raw):
+        k_where = f"{where}.access_keys[{index}]"
+        key = _keys(key, {"id", "secret"}, k_where)
+        key_id, secret = key.get("id"), key.get("secret")
+        if not isinstance(key_id, str) or not key_id:
+            raise PolicyError(f"{k_where}.id: required, a non-empty string")
+        if not isinstance(secret, str) or not secret:
+            raise PolicyError(f"{k_where}.secret: required, a non-empty string")
+        if key_id in into:
+            raise PolicyError(f"{k_where}.id: {key_id!r} is listed twice")
+        into[key_id] = (secret, principal)
 
 
 def parse_policy(text: str, suffix: str = ".toml") -> Policy:

@@ -1,0 +1,226 @@
+"""The SQS endpoint: an aiohttp server on the gRPC server's own event loop.
+
+Why aiohttp: asyncio-native (it runs on the loop that runs grpc.aio and the store, so a request
+awaits `QueueCore` directly, no threads, no second loop), well kept, and one library for every
+HTTP front end of leaseq (the Azure dialect and the web console build on it too).
+
+One handler takes every request: it picks the protocol (an `X-Amz-Target` header means AWS JSON
+1.0, anything else the query protocol), reads at most MAX_REQUEST_BYTES, authenticates (SigV4
+against the policy's access keys when a policy is configured; without one, any or no credentials
+are accepted: `leaseq serve` allows that only on loopback unless --allow-unauthenticated), runs
+the action and answers in the protocol's shape. Every failure is an SQS error in that shape:
+bad input is a 4xx, never a 500 (a 500 InternalError means a bug, logged with its traceback).
+
+Each answer carries `x-amzn-RequestId` (also in the query protocol's XML); the access log
+(logger "leaseq.access") gets one record per request: action, queue, status, duration, peer,
+request id, never a body, attribute, receipt or credential.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from ...auth import FixedPolicy, PolicyFile, Principal
+from ...core import QueueCore
+from ...errors import LeaseqError
+from ...logs import request_id_var
+from . import protocol_json, protocol_query, sigv4
+from .actions import ACTIONS, Context
+from .errors import (
+    INTERNAL_ERROR,
+    INVALID_ACTION,
+    METHOD_NOT_ALLOWED,
+    REQUEST_TOO_LARGE,
+    SqsError,
+    from_domain,
+)
+from .queue_attributes import DEFAULT_REGION, name_from_url
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger("leaseq.access")
+
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
+"""Largest request body read: a batch of 10 messages may hold 1 MiB of bodies, which JSON
+escaping can make several times larger; anything above is RequestEntityTooLarge (413)."""
+
+
+class SqsFrontend:
+    """The aiohttp application and its listener; `start` then `stop`."""
+
+    def __init__(
+        self,
+        core: QueueCore,
+        policy: PolicyFile | FixedPolicy | None = None,
+        *,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
+    ) -> None:
+        self.core = core
+        self.policy = policy
+        self.max_request_bytes = max_request_bytes
+        self.move_tasks: dict[str, dict[str, Any]] = {}
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def application(self) -> web.Application:
+        # client_max_size one byte above our limit: the handler reads the body itself and
+        # answers an oversized one in SQS's shape (aiohttp's own 413 would be plain text).
+        app = web.Application(client_max_size=self.max_request_bytes + 1)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    async def start(self, listen: str) -> int:
+        """Listen on "host:port" (port 0: a free one); OSError when the address is taken."""
+        host, _, port = listen.rpartition(":")
+        host = host.strip("[]") or None
+        self._runner = web.AppRunner(self.application(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, int(port), backlog=1024)
+        try:
+            await site.start()
+        except BaseException:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+        self.port = self._runner.addresses[0][1]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- requests ---------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.Response:
+        started = time.monotonic()
+        request_id = str(uuid.uuid4())
+        # In every log record written while the request runs (logs.py), as for gRPC calls.
+        reset = request_id_var.set(request_id)
+        try:
+            return await self._handle(request, request_id, started)
+        finally:
+            request_id_var.reset(reset)
+
+    async def _handle(self, request: web.Request, request_id: str, started: float) -> web.Response:
+        target = request.headers.get("X-Amz-Target")
+        is_json = target is not None
+        action, queue = "", ""
+        try:
+            if request.method not in ("POST", "GET") or (is_json and request.method != "POST"):
+                raise SqsError(METHOD_NOT_ALLOWED, f"Method {request.method} is not allowed.")
+            body = await self._body(request)
+            principal = self._authenticate(request, body)  # before any parsing of the body
+            base_url = f"{request.scheme}://{request.host}"
+            if is_json:
+                action = protocol_json.action_of(target or "")
+                self._known(action)
+                params = protocol_json.parse(body)
+            else:
+                text = protocol_query.decode(body) if request.method == "POST" else ""
+                pairs = protocol_query.parse_form(request.rel_url.raw_query_string)
+                pairs += protocol_query.parse_form(text)
+                action, params = protocol_query.parse(pairs, request.path, base_url)
+                self._known(action)
+            queue = self._queue_of(params)
+            context = Context(
+                self.core,
+                principal,
+                base_url,
+                sigv4.region_of(request.headers.get("Authorization")) or DEFAULT_REGION,
+                self.move_tasks,
+            )
+            result = await ACTIONS[action](context, params)
+            status = 200
+            if is_json:
+                payload, headers = protocol_json.render(result)
+            else:
+                payload, headers = protocol_query.render(action, result, request_id)
+        except Exception as caught:  # every failure becomes an SQS error answer
+            error = self._as_sqs_error(caught, action)
+            status = error.kind.status
+            if is_json:
+                payload, headers = protocol_json.render_error(error)
+            else:
+                payload, headers = protocol_query.render_error(error, request_id)
+        headers["x-amzn-RequestId"] = request_id
+        self._log(request, action, queue, status, started)
+        return web.Response(status=status, body=payload, headers=headers)
+
+    async def _body(self, request: web.Request) -> bytes:
+        declared = request.content_length
+        if declared is not None and declared > self.max_request_bytes:
+            raise SqsError(REQUEST_TOO_LARGE, f"Request bodies are at most {self.max_request_bytes} bytes.")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise SqsError(
+                REQUEST_TOO_LARGE, f"Request bodies are at most {self.max_request_bytes} bytes."
+            ) from None
+        return body
+
+    @staticmethod
+    def _known(action: str) -> None:
+        if action not in ACTIONS:
+            shown = action[:100] if action else "(none)"
+            raise SqsError(INVALID_ACTION, f"The action {shown} is not valid for this endpoint.")
+
+    @staticmethod
+    def _queue_of(params: dict[str, Any]) -> str:
+        """For the access log only."""
+        for key in ("QueueUrl", "QueueName"):
+            value = params.get(key)
+            if isinstance(value, str):
+                try:
+                    return name_from_url(value)
+                except SqsError:
+                    return ""
+        return ""
+
+    def _authenticate(self, request: web.Request, body: bytes) -> Principal | None:
+        """The caller's principal; None without a policy (every caller may do everything)."""
+        if self.policy is None:
+            return None
+        keys = self.policy.current().access_keys
+        access_key = sigv4.verify(
+            method=request.method,
+            raw_path=request.rel_url.raw_path,
+            raw_query=request.rel_url.raw_query_string,
+            headers=request.headers,
+            body=body,
+            secrets_by_key={key: secret for key, (secret, _) in keys.items()},
+        )
+        return keys[access_key][1]
+
+    @staticmethod
+    def _as_sqs_error(caught: Exception, action: str) -> SqsError:
+        if isinstance(caught, SqsError):
+            return caught
+        if isinstance(caught, LeaseqError):
+            return from_domain(caught)
+        log.exception("unexpected error in SQS action %s", action or "(unknown)")
+        return SqsError(INTERNAL_ERROR, "We encountered an internal error. Please try again.")
+
+    @staticmethod
+    def _log(
+        request: web.Request, action: str, queue: str, status: int, started: float
+    ) -> None:
+        level = logging.WARNING if status >= 500 else logging.DEBUG if status < 400 else logging.INFO
+        if not access_log.isEnabledFor(level):
+            return
+        fields: dict[str, Any] = {
+            "rpc_service": "AmazonSQS",
+            "rpc_method": action or "-",
+            "http_status": status,
+            "duration_ms": round((time.monotonic() - started) * 1000, 3),
+            "peer": request.remote or "",
+        }
+        if queue:
+            fields["queue"] = queue
+        access_log.log(level, "AmazonSQS.%s %d %.1fms", action or "-", status, fields["duration_ms"], extra=fields)
