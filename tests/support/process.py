@@ -25,8 +25,11 @@ def free_port() -> int:
 class ServerProcess:
     """One `leaseq serve` child process on a fixed port."""
 
-    def __init__(self, store_url: str, port: int, log_path: Path) -> None:
+    def __init__(
+        self, store_url: str, port: int, log_path: Path, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.store_url = store_url
+        self.extra_args = extra_args  # more `leaseq serve` flags
         self.port = port
         self.target = f"127.0.0.1:{port}"
         self.log_path = log_path
@@ -37,7 +40,7 @@ class ServerProcess:
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "leaseq.cli", "serve", "--store", self.store_url,
-             "--listen", self.target],
+             "--listen", self.target, *self.extra_args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,

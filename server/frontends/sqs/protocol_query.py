@@ -81,10 +81,11 @@ def _tree(pairs: list[tuple[str, str]]) -> dict[str, Any]:
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise _malformed(f"parameter {key} conflicts with another")
+                raise _malformed(f"parameter {key[:100]} conflicts with another")
             node = child
-        if isinstance(node.get(parts[-1]), dict):
-            raise _malformed(f"parameter {key} conflicts with another")
+        if parts[-1] in node:
+            # Given twice, or both as a value and as a prefix: which one was meant is unknown.
+            raise _malformed(f"parameter {key[:100]} is repeated or conflicts with another")
         node[parts[-1]] = value
     return _lists(root)
 
