@@ -79,8 +79,9 @@ def store_for(store: str, dsn: str, prefix: str = "bench") -> Iterator[str]:
 class ServerProcess:
     """`leaseq serve` as a child process on a free loopback port."""
 
-    def __init__(self, store_url: str, log_path: Path) -> None:
+    def __init__(self, store_url: str, log_path: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.store_url = store_url
+        self.extra_args = extra_args  # more `leaseq serve` flags (scripts/bench_sqs.py)
         self.log_path = log_path
         self.target = ""
         self.process: subprocess.Popen[bytes] | None = None
@@ -96,7 +97,8 @@ class ServerProcess:
             with open(self.log_path, "ab") as log:
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "leaseq.cli", "serve", "--store", self.store_url,
-                     "--listen", self.target, "--log-level", "warning", "--log-format", "text"],
+                     "--listen", self.target, "--log-level", "warning", "--log-format", "text",
+                     *self.extra_args],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -146,9 +148,9 @@ class ServerProcess:
 
 
 @contextmanager
-def running_server(store_url: str) -> Iterator[ServerProcess]:
+def running_server(store_url: str, extra_args: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
     with tempfile.TemporaryDirectory(prefix="leaseq-bench-log-") as tmp:
-        server = ServerProcess(store_url, Path(tmp) / "server.log")
+        server = ServerProcess(store_url, Path(tmp) / "server.log", extra_args)
         try:
             server.start()
             yield server
