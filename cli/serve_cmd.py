@@ -86,6 +86,7 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
 @_option(
     "--sqs-listen",
     metavar="HOST:PORT",
+    type=ListenType(9324),
     help="Also serve the Amazon SQS API (AWS JSON and query protocols) over HTTP here, on the "
     "same store: boto3/aws-cli with --endpoint-url. Off by default.",
 )
@@ -228,9 +229,6 @@ def serve(
 def _check_sqs_listen(listen: str, security: Any, allow_unauthenticated: bool) -> None:
     """The SQS endpoint authenticates by SigV4 against the policy's access keys: without a policy
     it accepts any caller, so the loopback rule applies to it as to --listen."""
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit() or int(port) > 65535:
-        raise click.UsageError(f"--sqs-listen {listen!r}: expected HOST:PORT")
     if security.policy is None and not allow_unauthenticated and not is_loopback(listen):
         raise click.UsageError(
             f"--sqs-listen {listen} is not a loopback address and there is no --auth-policy "

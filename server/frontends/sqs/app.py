@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ...addresses import parse_listen
 from ...auth import FixedPolicy, PolicyFile, Principal
 from ...core import QueueCore
 from ...errors import LeaseqError
@@ -77,11 +78,10 @@ class SqsFrontend:
 
     async def start(self, listen: str) -> int:
         """Listen on "host:port" (port 0: a free one); OSError when the address is taken."""
-        host, _, port = listen.rpartition(":")
-        host = host.strip("[]") or None
+        address = parse_listen(listen, 9324)
         self._runner = web.AppRunner(self.application(), access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, int(port), backlog=1024)
+        site = web.TCPSite(self._runner, address.host, address.port, backlog=1024)
         try:
             await site.start()
         except BaseException:
