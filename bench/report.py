@@ -127,6 +127,9 @@ def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
             console.print(f"[red]accounting check failed:[/red] {result.check}")
         if result.extra.get("backlog_exhausted"):
             console.print("the backlog ran out before the end: the window ends at the last delete")
+        if result.extra.get("stats_p50_ms") is not None:
+            console.print(f"batch {result.settings['batch']}: GetQueueStats on the queue after "
+                          f"the run: p50 {result.extra['stats_p50_ms']:,.2f} ms")
         if result.extra.get("send_msgs_per_s") is not None:
             console.print(f"batch {result.settings['batch']}: producers sent "
                           f"{result.extra['send_msgs_per_s']:,.0f} msgs/s")
