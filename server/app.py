@@ -356,7 +356,9 @@ async def _start_sqs(store: Store, built: LeaseqServer, security: Security | Non
     from .frontends.sqs.app import SqsFrontend
 
     frontend = SqsFrontend(
-        QueueCore(store, built.service.longpoll), security.policy if security else None
+        QueueCore(store, built.service.longpoll),
+        security.policy if security else None,
+        metrics=built.metrics,
     )
     await frontend.start(listen)
     log.info("SQS endpoint on port %d", frontend.port)

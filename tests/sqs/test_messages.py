@@ -288,6 +288,22 @@ def test_long_poll_is_woken_by_a_send(sqs, queue_url):
     assert received["seconds"] < 15
 
 
+def test_a_grpc_send_wakes_an_sqs_long_poll(sqs, grpc_client, queue_url):
+    received: dict = {}
+
+    def receive() -> None:
+        started = time.monotonic()
+        received["reply"] = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=20)
+        received["seconds"] = time.monotonic() - started
+
+    waiter = threading.Thread(target=receive)
+    waiter.start()
+    grpc_client.send(queue_url.rsplit("/", 1)[1], b"from grpc")
+    waiter.join(timeout=60)
+    assert [m["Body"] for m in received["reply"]["Messages"]] == ["from grpc"]
+    assert received["seconds"] < 15
+
+
 def test_long_poll_ends_empty_after_its_wait(sqs, queue_url):
     reply = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)
     assert "Messages" not in reply

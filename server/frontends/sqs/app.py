@@ -13,7 +13,8 @@ bad input is a 4xx, never a 500 (a 500 InternalError means a bug, logged with it
 
 Each answer carries `x-amzn-RequestId` (also in the query protocol's XML); the access log
 (logger "leaseq.access") gets one record per request: action, queue, status, duration, peer,
-request id, never a body, attribute, receipt or credential.
+request id, never a body, attribute, receipt or credential. With --metrics-listen, requests count
+in the RPC metrics (service "AmazonSQS") and their messages in the per-queue message counters.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ...auth import FixedPolicy, PolicyFile, Principal
 from ...core import QueueCore
 from ...errors import LeaseqError
 from ...logs import request_id_var
+from ...metrics import Metrics
 from . import protocol_json, protocol_query, sigv4
 from .actions import ACTIONS, Context
 from .errors import (
@@ -50,6 +52,18 @@ MAX_REQUEST_BYTES = 10 * 1024 * 1024
 escaping can make several times larger; anything above is RequestEntityTooLarge (413)."""
 
 
+SERVICE = "AmazonSQS"  # the service label of this front end's metrics and access log
+
+_MESSAGE_COUNTS: dict[str, tuple[str, Any]] = {
+    "SendMessage": ("sent", lambda r: 1),
+    "SendMessageBatch": ("sent", lambda r: len(r.get("Successful", ()))),
+    "ReceiveMessage": ("received", lambda r: len(r.get("Messages", ()))),
+    "DeleteMessage": ("deleted", lambda r: 1),
+    "DeleteMessageBatch": ("deleted", lambda r: len(r.get("Successful", ()))),
+}
+"""Action -> (Metrics counter attribute, messages its result counts)."""
+
+
 class SqsFrontend:
     """The aiohttp application and its listener; `start` then `stop`."""
 
@@ -59,9 +73,11 @@ class SqsFrontend:
         policy: PolicyFile | FixedPolicy | None = None,
         *,
         max_request_bytes: int = MAX_REQUEST_BYTES,
+        metrics: Metrics | None = None,
     ) -> None:
         self.core = core
         self.policy = policy
+        self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self.move_tasks: dict[str, dict[str, Any]] = {}
         self.port = 0
@@ -79,7 +95,11 @@ class SqsFrontend:
     async def start(self, listen: str) -> int:
         """Listen on "host:port" (port 0: a free one); OSError when the address is taken."""
         address = parse_listen(listen, 9324)
-        self._runner = web.AppRunner(self.application(), access_log=None, handle_signals=False)
+        # handler_cancellation: a client that hangs up during a long poll cancels it (as a
+        # cancelled gRPC call does), so it does not lease messages for nobody when one arrives.
+        self._runner = web.AppRunner(
+            self.application(), access_log=None, handle_signals=False, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, address.host, address.port, backlog=1024)
         try:
@@ -137,20 +157,22 @@ class SqsFrontend:
                 self.move_tasks,
             )
             result = await ACTIONS[action](context, params)
-            status = 200
+            status, outcome = 200, "OK"
             if is_json:
                 payload, headers = protocol_json.render(result)
             else:
                 payload, headers = protocol_query.render(action, result, request_id)
         except Exception as caught:  # every failure becomes an SQS error answer
             error = self._as_sqs_error(caught, action)
-            status = error.kind.status
+            status, outcome, result = error.kind.status, error.kind.shape, {}
             if is_json:
                 payload, headers = protocol_json.render_error(error)
             else:
                 payload, headers = protocol_query.render_error(error, request_id)
         headers["x-amzn-RequestId"] = request_id
         self._log(request, action, queue, status, started)
+        if self.metrics is not None:
+            self._count(action, queue, outcome, result if outcome == "OK" else None, started)
         return web.Response(status=status, body=payload, headers=headers)
 
     async def _body(self, request: web.Request) -> bytes:
@@ -207,6 +229,27 @@ class SqsFrontend:
         log.exception("unexpected error in SQS action %s", action or "(unknown)")
         return SqsError(INTERNAL_ERROR, "We encountered an internal error. Please try again.")
 
+    def _count(
+        self, action: str, queue: str, outcome: str, result: dict[str, Any] | None, started: float
+    ) -> None:
+        """The RPC metrics of metrics.py, service "AmazonSQS", code "OK" or the SQS error's name;
+        messages sent, received and deleted count in the same per-queue counters as gRPC's."""
+        assert self.metrics is not None
+        m = self.metrics
+        method = action if action in ACTIONS else "-"  # client text never becomes a label
+        m.handled.labels(SERVICE, method, outcome).inc()
+        m.duration.labels(SERVICE, method, outcome).observe(time.monotonic() - started)
+        if result is None or not queue:
+            return
+        counted = _MESSAGE_COUNTS.get(action)
+        if counted is not None:
+            counter, count = counted
+            n = count(result)
+            if n:
+                getattr(m, counter).labels(queue).inc(n)
+        elif action == "DeleteQueue":
+            m.forget_queue(queue)
+
     @staticmethod
     def _log(
         request: web.Request, action: str, queue: str, status: int, started: float
@@ -215,7 +258,7 @@ class SqsFrontend:
         if not access_log.isEnabledFor(level):
             return
         fields: dict[str, Any] = {
-            "rpc_service": "AmazonSQS",
+            "rpc_service": SERVICE,
             "rpc_method": action or "-",
             "http_status": status,
             "duration_ms": round((time.monotonic() - started) * 1000, 3),
