@@ -81,7 +81,8 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     "--metrics-listen",
     metavar="HOST:PORT",
     type=ListenType(9090),
-    help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (no authentication: a "
+    "non-loopback address needs --allow-unauthenticated).",
 )
 @_option(
     "--sqs-listen",
@@ -132,7 +133,8 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
 @_option(
     "--allow-unauthenticated",
     is_flag=True,
-    help="Allow a non-loopback address without authentication.",
+    help="Allow a non-loopback --listen without authentication, and a non-loopback "
+    "--metrics-listen (/metrics has none).",
 )
 @_option(
     "--grace",
@@ -185,6 +187,13 @@ def serve(
         )
     if sqs_listen:
         _check_sqs_listen(sqs_listen, security, allow_unauthenticated)
+    if metrics_listen and not allow_unauthenticated and not is_loopback(metrics_listen):
+        # /metrics has no authentication and names every queue (with its counts), whatever
+        # protects the gRPC port: the same rule.
+        raise click.UsageError(
+            f"--metrics-listen {metrics_listen} is not a loopback address and /metrics has no "
+            "authentication (it names every queue): pass --allow-unauthenticated to serve it anyway"
+        )
 
     # The command line is an application: it may configure logging (the library never does).
     from leaseq.server.logs import configure_logging
