@@ -131,6 +131,22 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     help="GetMessages calls running at once; more get RESOURCE_EXHAUSTED.",
 )
 @_option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Client connections open at once on the gRPC port; more are closed at once (the "
+    "health port has its own). Kept below the file-descriptor limit.",
+)
+@_option(
+    "--max-connection-idle",
+    type=DURATION,
+    default="5m",
+    show_default=True,
+    help="Close a client connection that has had no call for this long (it reconnects on its "
+    "next call); 0: never.",
+)
+@_option(
     "--allow-unauthenticated",
     is_flag=True,
     help="Allow a non-loopback --listen without authentication, and a non-loopback "
@@ -168,6 +184,8 @@ def serve(
     tls_key: str | None,
     tls_client_ca: str | None,
     max_receive_streams: int,
+    max_connections: int,
+    max_connection_idle: float,
     pool_min: int | None,
     pool_max: int | None,
     metrics_listen: str | None,
@@ -216,7 +234,11 @@ def serve(
                 grace=grace,
                 ready=ready,
                 security=security,
-                limits=Limits(max_receive_streams=max_receive_streams),
+                limits=Limits(
+                    max_receive_streams=max_receive_streams,
+                    max_connections=max_connections,
+                    max_connection_idle=max_connection_idle or None,
+                ),
                 health_listen=health_listen,
                 metrics_listen=metrics_listen,
                 max_connection_age=max_connection_age,

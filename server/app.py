@@ -31,7 +31,7 @@ from grpc_health.v1.health import aio as health_aio
 from . import reflection
 from .addresses import StartupError, check_free, parse_listen
 from .auth import Security
-from .limits import Limits, StreamLimiter
+from .limits import Limits, StreamLimiter, fit_to_fd_limit
 from .logs import RequestLogInterceptor
 from .metrics import Metrics
 from .service import MAX_GRPC_MESSAGE_BYTES, SERVICE_NAME, QueueService, add_to_server
@@ -195,7 +195,9 @@ def build(
     port = _bind(server, listen, credentials)
     health_server, health_port = None, None
     if health_listen:
-        health_server = grpc.aio.server(options=LISTENER_OPTIONS)
+        health_server = grpc.aio.server(
+            options=LISTENER_OPTIONS + limits.health_server_options()
+        )
         health_pb2_grpc.add_HealthServicer_to_server(health, health_server)
         health_port = _bind(health_server, health_listen, None)
     return LeaseqServer(
@@ -287,6 +289,9 @@ async def serve(
             except ValueError as error:
                 raise StartupError(f"{name} address {error}") from None
     check_free(addresses)
+    limits, note = fit_to_fd_limit(limits or Limits())
+    if note:
+        log.warning(note)
     store = open_store(store_url)
     await store.open()
     async with contextlib.AsyncExitStack() as cleanup:

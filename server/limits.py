@@ -4,6 +4,15 @@
   RESOURCE_EXHAUSTED before it is parsed. That is far above the largest single entry
   (`LARGEST_ENTRY_BYTES`: an 8 MiB message plus its id, channel and dedup id), so any one message
   the queues accept can be sent and updated; a batch is limited by the sum (and 10,000 entries).
+- Connections: at most `max_connections` client connections are open at once on the gRPC port
+  (`grpc.max_allowed_incoming_connections`): the next one is closed as soon as it is accepted, so
+  a flood of idle connections cannot take every file descriptor and starve new clients. The
+  health port (`--health-listen`) is a server of its own with its own small cap
+  (HEALTH_MAX_CONNECTIONS): probes keep their answer while the gRPC port is full. A connection
+  with no call for `max_connection_idle` seconds is closed (GOAWAY; a client reconnects on its
+  next call; a connection with a long poll or follow stream running is never idle), and one that
+  has not finished its handshake (HTTP/2 preface, TLS) within HANDSHAKE_TIMEOUT is closed.
+  `fit_to_fd_limit` keeps the cap below the process's file-descriptor limit.
 - Streams per connection: HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS (`grpc.max_concurrent_streams`,
   default 256): a client's further calls on that connection wait for a free stream.
 - Receive streams in total: at most `max_receive_streams` GetMessages calls (long polls and follow
@@ -17,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -40,6 +49,16 @@ assert MAX_GRPC_MESSAGE_BYTES >= LARGEST_ENTRY_BYTES, "one largest message must 
 GET_MESSAGES = f"/{SERVICE_NAME}/GetMessages"
 RETRY_AFTER = 1.0
 
+MAX_CONNECTIONS = 10_000
+MAX_CONNECTION_IDLE = 300.0
+HANDSHAKE_TIMEOUT = 20.0
+"""Seconds for a new connection's handshake (gRPC's default is 120)."""
+HEALTH_MAX_CONNECTIONS = 256
+"""Connections on the health port: probes open one at a time, or hold one each."""
+RESERVED_FDS = 1024
+"""File descriptors kept for everything but the gRPC port's connections: the store (a SQLite
+file and its WAL, or a PostgreSQL pool), the health and metrics ports and their connections."""
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -47,9 +66,60 @@ class Limits:
     """GetMessages calls running at once in this server."""
     max_streams_per_connection: int = 256
     """Concurrent calls on one client connection (HTTP/2 streams)."""
+    max_connections: int = MAX_CONNECTIONS
+    """Client connections open at once on the gRPC port; more are closed when accepted."""
+    max_connection_idle: float | None = MAX_CONNECTION_IDLE
+    """Seconds without a call after which a connection is closed; None or 0: never."""
 
     def server_options(self) -> list[tuple[str, int]]:
-        return [("grpc.max_concurrent_streams", self.max_streams_per_connection)]
+        return [
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            *connection_limits(self.max_connections, self.max_connection_idle),
+        ]
+
+    def health_server_options(self) -> list[tuple[str, int]]:
+        return connection_limits(HEALTH_MAX_CONNECTIONS, self.max_connection_idle)
+
+
+def connection_limits(max_connections: int, idle: float | None) -> list[tuple[str, int]]:
+    if max_connections < 1:
+        raise ValueError("max_connections must be at least 1")
+    options = [
+        ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.server_handshake_timeout_ms", int(HANDSHAKE_TIMEOUT * 1000)),
+    ]
+    if idle:
+        options.append(("grpc.max_connection_idle_ms", max(1, int(idle * 1000))))
+    return options
+
+
+def fit_to_fd_limit(limits: Limits) -> tuple[Limits, str | None]:
+    """limits with max_connections fitted under RLIMIT_NOFILE (less RESERVED_FDS), and a note
+    for the log when it had to change. The soft limit is raised towards the hard one first (as
+    the Go runtime does for every program): a cap above the limit would let a flood of
+    connections take the descriptors the store and new clients need."""
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return limits, None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = limits.max_connections + RESERVED_FDS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return limits, None
+    reserved = min(RESERVED_FDS, soft // 2)
+    fitted = max(1, soft - reserved)
+    note = (
+        f"max connections lowered from {limits.max_connections} to {fitted}: the file "
+        f"descriptor limit is {soft} (ulimit -n), {reserved} of them kept for the rest"
+    )
+    return replace(limits, max_connections=fitted), note
 
 
 def _too_many(limit: int) -> status_pb2.Status:
