@@ -4,7 +4,7 @@ connections over loopback that speak just the HTTP/2 preface, as an idle gRPC cl
 
 from __future__ import annotations
 
-import select
+import selectors
 import socket
 import time
 from pathlib import Path
@@ -34,6 +34,15 @@ def connect_idle(port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
+def readable(sockets: list[socket.socket], timeout: float) -> list[socket.socket]:
+    """The sockets with something to read (or closed): poll, not select (file descriptors above
+    1023)."""
+    with selectors.DefaultSelector() as selector:
+        for sock in sockets:
+            selector.register(sock, selectors.EVENT_READ)
+        return [key.fileobj for key, _ in selector.select(timeout)]  # type: ignore[misc]
+
+
 def classify(sockets: list[socket.socket]) -> tuple[list[socket.socket], list[socket.socket]]:
     """(accepted, closed): the server greets an accepted connection with its SETTINGS; one over
     the cap is closed without a byte. Waits until each has shown which it is."""
@@ -43,8 +52,7 @@ def classify(sockets: list[socket.socket]) -> tuple[list[socket.socket], list[so
     deadline = time.monotonic() + DEADLINE
     while pending:
         assert time.monotonic() < deadline, f"{len(pending)} connections neither greeted nor closed"
-        readable, _, _ = select.select(pending, [], [], 1.0)
-        for sock in readable:
+        for sock in readable(pending, 1.0):
             try:
                 data = sock.recv(65536)
             except ConnectionResetError:
@@ -60,8 +68,7 @@ def wait_all_closed(sockets: list[socket.socket]) -> None:
     deadline = time.monotonic() + DEADLINE
     while pending:
         assert time.monotonic() < deadline, f"{len(pending)} idle connections still open"
-        readable, _, _ = select.select(pending, [], [], 1.0)
-        for sock in readable:
+        for sock in readable(pending, 1.0):
             try:
                 if sock.recv(65536):
                     continue
