@@ -103,10 +103,10 @@ def test_host_without_port_dials_50051() -> None:
     # Whatever answers on this machine's port 50051 (nothing, or some server), the command talks
     # to port 50051, never to gRPC's default 443.
     result = run_leaseq(["queue", "get", "no-such-queue-e3b0", "--target", "localhost"])
-    assert result.returncode == 1
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
     assert ":443" not in result.stderr
-    assert result.stderr.count("\n") == 1
-    assert "localhost:50051" in result.stderr or "no-such-queue-e3b0" in result.stderr
+    if "connection refused" in result.stderr:  # the usual case: no server on 50051
+        assert "localhost:50051" in result.stderr
 
 
 def test_connection_refused_says_no_server_listens() -> None:
