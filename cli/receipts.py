@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import IO, Any
 
-import click
+from .common import InputError
 
 _INPUT_HELP = (
     "no receipts: give RECEIPT... or pipe them in, e.g. "
@@ -22,14 +22,14 @@ _INPUT_HELP = (
 
 def receipts_from(arguments: tuple[str, ...], stdin: IO[str], command: str) -> list[str]:
     """The receipts given as arguments, else read from ``stdin`` ('-' as the only argument reads
-    it too). A usage error when there are none, or stdin is a terminal nobody pipes into."""
+    it too). A usage error (one line, status 2) when there are none, or stdin is a terminal nobody pipes into."""
     if arguments and arguments != ("-",):
         return list(arguments)
     if not arguments and stdin.isatty():
-        raise click.UsageError(_INPUT_HELP.format(command=command))
+        raise InputError(_INPUT_HELP.format(command=command))
     receipts = parse(stdin.read())
     if not receipts:
-        raise click.UsageError(_INPUT_HELP.format(command=command))
+        raise InputError(_INPUT_HELP.format(command=command))
     return receipts
 
 
@@ -45,7 +45,7 @@ def parse(text: str) -> list[str]:
         try:
             document, end = decoder.raw_decode(stripped, position)
         except json.JSONDecodeError as e:
-            raise click.UsageError(f"standard input is not valid JSON: {e}") from e
+            raise InputError(f"standard input is not valid JSON: {e}") from e
         receipts.extend(_from_document(document))
         position = end
         while position < len(stripped) and stripped[position].isspace():
@@ -59,11 +59,11 @@ def _from_document(document: Any) -> list[str]:
     elif isinstance(document, list):
         items = document
     else:
-        raise click.UsageError("JSON input holds no receipts (expected receive --json output)")
+        raise InputError("JSON input holds no receipts (expected receive --json output)")
     receipts = []
     for item in items:
         receipt = item.get("receipt") if isinstance(item, dict) else item
         if not isinstance(receipt, str) or not receipt:
-            raise click.UsageError(f"JSON input: {json.dumps(item)[:80]} has no receipt")
+            raise InputError(f"JSON input: {json.dumps(item)[:80]} has no receipt")
         receipts.append(receipt)
     return receipts

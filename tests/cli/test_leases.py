@@ -105,10 +105,17 @@ def test_extend_needs_by(leaseq: Leaseq, queue: str) -> None:
 def test_no_receipts_is_a_usage_error(leaseq: Leaseq, queue: str) -> None:
     result = leaseq("ack", queue, input="")
     assert result.exit_code == 2
-    assert "no receipts: give RECEIPT... or pipe them in" in result.stderr
+    assert result.stderr == (
+        "Error: no receipts: give RECEIPT... or pipe them in, e.g. "
+        f"leaseq receive QUEUE --json | leaseq ack QUEUE\n"
+    )
 
 
 def test_json_without_receipts_is_a_usage_error(leaseq: Leaseq, queue: str) -> None:
     sent = leaseq("send", queue, "a", "--json").stdout  # message ids, no receipts
     result = leaseq("ack", queue, input=sent)
     assert result.exit_code == 2 and "has no receipt" in result.stderr
+    assert result.stderr.count("\n") == 1
+    broken = leaseq("ack", queue, input='{"messages": [')
+    assert broken.exit_code == 2 and broken.stderr.startswith("Error: standard input is not valid JSON")
+    assert broken.stderr.count("\n") == 1
