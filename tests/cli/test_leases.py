@@ -107,7 +107,7 @@ def test_no_receipts_is_a_usage_error(leaseq: Leaseq, queue: str) -> None:
     assert result.exit_code == 2
     assert result.stderr == (
         "Error: no receipts: give RECEIPT... or pipe them in, e.g. "
-        f"leaseq receive QUEUE --json | leaseq ack QUEUE\n"
+        "leaseq receive QUEUE --json | leaseq ack QUEUE\n"
     )
 
 
