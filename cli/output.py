@@ -84,7 +84,7 @@ def seconds_text(value: timedelta) -> str:
     """A duration the way people write it: 30s, 5m, 1h30m, 7d, 0.5s."""
     total = value.total_seconds()
     if total < 60 or total != int(total):
-        return f"{total:g}s"
+        return f"{round(total, 3):g}s"  # to the millisecond: 4.369s, not 4.36866s
     parts = []
     rest = int(total)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):

@@ -208,3 +208,12 @@ def test_bad_duration_is_a_usage_error(leaseq: Leaseq, queue: str) -> None:
 def test_bad_attribute_is_a_usage_error(leaseq: Leaseq, queue: str) -> None:
     result = leaseq("send", queue, "x", "--attr", "novalue")
     assert result.exit_code == 2 and "KEY=VALUE" in result.stderr
+
+
+def test_durations_are_shown_to_the_millisecond() -> None:
+    from datetime import timedelta
+
+    from leaseq.cli.output import seconds_text
+
+    shown = [seconds_text(timedelta(seconds=s)) for s in (4.36866, 0.25, 30, 90.5, 5400, 604800)]
+    assert shown == ["4.369s", "0.25s", "30s", "90.5s", "1h30m", "7d"]
