@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -172,7 +173,13 @@ def test_spark_snippets_run(server: ServerProcess, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_tour_runs(server: ServerProcess, tmp_path: Path) -> None:
-    script = "set -euo pipefail\n" + TOUR.code
+    # The installed `leaseq` script when it is on PATH (pip puts it next to the interpreter, or
+    # in ~/.local/bin for --user installs, which PATH may lack); else the same CLI through -m.
+    script = (
+        "set -euo pipefail\n"
+        f"command -v leaseq >/dev/null || leaseq() {{ {shlex.quote(sys.executable)} -m leaseq.cli \"$@\"; }}\n"
+        + TOUR.code
+    )
     result = subprocess.run(
         ["bash", "-c", script],
         cwd=tmp_path,
