@@ -7,9 +7,6 @@ to be well formed. Times are float seconds since the epoch, as in the stores.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import math
 from typing import Any
 
@@ -256,85 +253,3 @@ def lease_status_to_proto(status: base.LeaseStatus) -> int:
 def add_send_error(results: Any, entry_id: str, error: InvalidArgument) -> None:
     """Append the SendResult of an entry that failed validation to a repeated field."""
     results.add(id=entry_id, error=pb.EntryError(code=3, message=str(error)))  # 3 = INVALID_ARGUMENT
-
-
-# --- page tokens ----------------------------------------------------------------------------
-#
-# Tokens are base64url(JSON). They are opaque to clients (no promise about their content) but
-# not secret: a forged token can only name a position, which any caller may read anyway. Each
-# token also records the request parameters that shaped the listing, because a page of another
-# filter continued from this position would silently skip or repeat items (AIP-158: the other
-# fields must match the request that produced the token).
-
-_LIST_KIND = "lq"
-_PEEK_KIND = "pk"
-
-
-def _encode(payload: dict) -> str:
-    raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _decode(token: str, kind: str) -> dict:
-    malformed = InvalidArgument("page_token", "malformed page token: pass a next_page_token back unchanged")
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        payload = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise malformed from None
-    if not isinstance(payload, dict) or payload.get("k") != kind:
-        raise malformed
-    return payload
-
-
-def encode_list_token(prefix: str, after: str) -> str:
-    return _encode({"k": _LIST_KIND, "p": prefix, "a": after})
-
-
-def decode_list_token(token: str, prefix: str) -> str:
-    """The name after which the page starts. InvalidArgument when malformed or when the prefix
-    differs from the request that produced the token."""
-    payload = _decode(token, _LIST_KIND)
-    after = payload.get("a")
-    if not isinstance(after, str) or not isinstance(payload.get("p"), str):
-        raise InvalidArgument("page_token", "malformed page token")
-    if payload["p"] != prefix:
-        raise InvalidArgument("page_token", "page token was issued for another prefix")
-    return after
-
-
-def encode_peek_token(
-    cursor: base.PeekCursor, channel_filter: str, include_leased: bool, include_delayed: bool
-) -> str:
-    visible_at, key = cursor
-    # repr() of a float round-trips exactly through JSON, so the cursor position is not rounded.
-    return _encode(
-        {
-            "k": _PEEK_KIND,
-            "v": visible_at,
-            "i": key,
-            "f": [channel_filter, include_leased, include_delayed],
-        }
-    )
-
-
-def decode_peek_token(
-    token: str, channel_filter: str, include_leased: bool, include_delayed: bool
-) -> base.PeekCursor:
-    payload = _decode(token, _PEEK_KIND)
-    visible_at, key = payload.get("v"), payload.get("i")
-    if (
-        isinstance(visible_at, bool)
-        or not isinstance(visible_at, (int, float))
-        or not math.isfinite(visible_at)
-        or isinstance(key, bool)
-        or not isinstance(key, int)
-        or not 0 <= key < 2**63  # store keys are SQL integers; anything else cannot be ours
-    ):
-        raise InvalidArgument("page_token", "malformed page token")
-    if payload.get("f") != [channel_filter, include_leased, include_delayed]:
-        raise InvalidArgument(
-            "page_token",
-            "page token was issued for another channel_filter / include_leased / include_delayed",
-        )
-    return float(visible_at), key

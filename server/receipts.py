@@ -111,6 +111,11 @@ class ReceiptCodec:
             out.append((message_key, receipt_seq) if ok else None)
         return out
 
+    def derive(self, purpose: bytes) -> bytes:
+        """A 32-byte key for another use of the store's secret (page tokens): keyed BLAKE2b of
+        the purpose, so no use learns another's key."""
+        return hashlib.blake2b(purpose, key=self._blake_key, digest_size=32).digest()
+
     def _mac(self, version: int, body: bytes, queue_uid: int) -> bytes:
         if version == _V2_BLAKE2B:
             return hashlib.blake2b(

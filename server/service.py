@@ -31,6 +31,7 @@ from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 from . import convert, validation
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
 from .longpoll import LongPoll
+from .page_tokens import PageTokens
 from .store.base import DeliveredMessage, LeaseStatus, NewMessage, Store
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,14 @@ class QueueService(pb_grpc.QueueServiceServicer):
     def __init__(self, store: Store) -> None:
         self._store = store
         self.longpoll = LongPoll(store)
+        self._page_tokens: PageTokens | None = None
+
+    @property
+    def _tokens(self) -> PageTokens:
+        # Made on first use: the store's secret exists once the store is open.
+        if self._page_tokens is None:
+            self._page_tokens = PageTokens(self._store.token_key())
+        return self._page_tokens
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -144,13 +153,13 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     @_unary
     async def ListQueues(self, request: pb.ListQueuesRequest, context) -> pb.ListQueuesResponse:
-        params = validation.list_queues(request)
+        params = validation.list_queues(request, self._tokens)
         # One more than the page: a next_page_token only when another page really exists.
         infos = await self._store.list_queues(params.prefix, params.after, params.limit + 1)
         page = infos[: params.limit]
         token = ""
         if len(infos) > params.limit:
-            token = convert.encode_list_token(params.prefix, page[-1].name)
+            token = self._tokens.encode_list(params.prefix, page[-1].name)
         return pb.ListQueuesResponse(
             queues=[convert.queue_to_proto(i) for i in page], next_page_token=token
         )
@@ -268,7 +277,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
     async def PeekMessages(
         self, request: pb.PeekMessagesRequest, context
     ) -> pb.PeekMessagesResponse:
-        params = validation.peek_messages(request)
+        params = validation.peek_messages(request, self._tokens)
         page = await self._store.peek(
             params.queue,
             params.max_messages,
@@ -291,8 +300,12 @@ class QueueService(pb_grpc.QueueServiceServicer):
             size += cost
         token = ""
         if cursor is not None:
-            token = convert.encode_peek_token(
-                cursor, params.channel_filter, params.include_leased, params.include_delayed
+            token = self._tokens.encode_peek(
+                params.queue,
+                cursor,
+                params.channel_filter,
+                params.include_leased,
+                params.include_delayed,
             )
         return pb.PeekMessagesResponse(
             messages=messages, next_page_token=token, server_time=self._now()

@@ -35,13 +35,9 @@ from google.protobuf.message import Message
 
 from leaseq.v1 import queue_service_pb2 as pb
 
-from .convert import (
-    decode_list_token,
-    decode_peek_token,
-    duration_to_seconds,
-    format_seconds,
-)
+from .convert import duration_to_seconds, format_seconds
 from .errors import InvalidArgument, OutOfRange
+from .page_tokens import PageTokens
 from .store import base
 
 # --- ranges (API.md) --------------------------------------------------------------------------
@@ -238,13 +234,13 @@ class ListParams:
     limit: int
 
 
-def list_queues(request: pb.ListQueuesRequest) -> ListParams:
+def list_queues(request: pb.ListQueuesRequest, tokens: PageTokens) -> ListParams:
     prefix = request.prefix
     if prefix and not NAME_PATTERN.fullmatch(prefix):
         raise InvalidArgument("prefix", "a prefix of a queue name: up to 80 of A-Z a-z 0-9 _ -")
     limit = request.page_size or DEFAULT_PAGE_SIZE
     int_range(limit, "page_size", 1, MAX_PAGE_SIZE)
-    after = decode_list_token(request.page_token, prefix) if request.page_token else None
+    after = tokens.decode_list(request.page_token, prefix) if request.page_token else None
     return ListParams(prefix, after, limit)
 
 
@@ -370,13 +366,13 @@ class PeekParams:
     after: base.PeekCursor | None
 
 
-def peek_messages(request: pb.PeekMessagesRequest) -> PeekParams:
+def peek_messages(request: pb.PeekMessagesRequest, tokens: PageTokens) -> PeekParams:
     name = queue_name(request.queue, "queue")
     max_messages = batch_size(request.max_messages, "max_messages")
     flt = channel_filter(request.channel_filter)
     after = (
-        decode_peek_token(
-            request.page_token, flt, request.include_leased, request.include_delayed
+        tokens.decode_peek(
+            request.page_token, name, flt, request.include_leased, request.include_delayed
         )
         if request.page_token
         else None

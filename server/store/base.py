@@ -347,6 +347,11 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
+    def token_key(self) -> bytes:
+        """A secret of this store (after open), the same for every server process over it and
+        across restarts: page tokens are sealed with it (page_tokens.py)."""
+        ...
+
     # --- queues -------------------------------------------------------------------------------
 
     async def create_queue(self, name: str, config: QueueConfig) -> QueueInfo:

@@ -152,6 +152,9 @@ class MemoryStore:
     async def close(self) -> None:
         """Nothing to release."""
 
+    def token_key(self) -> bytes:
+        return self._codec.derive(b"leaseq page tokens")
+
     # --- queues -------------------------------------------------------------------------------
 
     async def create_queue(self, name: str, config: QueueConfig) -> QueueInfo:

@@ -998,6 +998,9 @@ class PostgresStore:
         self._pool = None
         await pool.close()
 
+    def token_key(self) -> bytes:
+        return self._codec.derive(b"leaseq page tokens")
+
     # -- the change feed ---------------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:

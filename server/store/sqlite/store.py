@@ -95,6 +95,9 @@ class SqliteStore:
         if writer is not None:
             await writer.stop()
 
+    def token_key(self) -> bytes:
+        return self._codec.derive(b"leaseq page tokens")
+
     @property
     def commit_count(self) -> int:
         return self._writer.commits if self._writer is not None else 0
