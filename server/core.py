@@ -30,6 +30,7 @@ from . import validation
 from .auth import ANY, Principal
 from .errors import InvalidArgument, LeaseqError, OutOfRange, Unavailable
 from .longpoll import LongPoll
+from .page_tokens import PageTokens
 from .store import base
 from .store.base import (
     DeleteOutcome,
@@ -125,6 +126,15 @@ class QueueCore:
     def __init__(self, store: Store, longpoll: LongPoll) -> None:
         self.store = store
         self.longpoll = longpoll
+        self._page_tokens: PageTokens | None = None
+
+    @property
+    def tokens(self) -> PageTokens:
+        """The store's page tokens (page_tokens.py), made on first use: the store's secret
+        exists once the store is open."""
+        if self._page_tokens is None:
+            self._page_tokens = PageTokens(self.store.token_key())
+        return self._page_tokens
 
     # --- shared checks ----------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...auth import Principal
-from ...convert import decode_list_token, encode_list_token
 from ...core import QueueCore
 from ...errors import InvalidArgument, QueueAlreadyExists
 from ...store.base import LeaseStatus, NewMessage, VisibilityChange
@@ -165,11 +164,11 @@ def _failure(entry_id: str, error: SqsError) -> dict[str, Any]:
     }
 
 
-def _page_token(prefix: str, token: str | None) -> str | None:
+def _page_token(ctx: Context, prefix: str, token: str | None) -> str | None:
     if token is None:
         return None
     try:
-        return decode_list_token(token, prefix)
+        return ctx.core.tokens.decode_list(token, prefix)
     except InvalidArgument:
         raise invalid_value("NextToken", token, "Invalid or expired next token.") from None
 
@@ -222,13 +221,13 @@ async def list_queues(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     token = _string(params, "NextToken", required=False)
     if token is not None and limit is None:
         raise invalid_value("NextToken", token, "NextToken needs MaxResults.")
-    after = _page_token(prefix, token)
+    after = _page_token(ctx, prefix, token)
     page = await ctx.core.list_queues(ctx.principal, prefix, after, limit or MAX_LIST_RESULTS)
     result: dict[str, Any] = {}
     if page.queues:
         result["QueueUrls"] = [qattrs.queue_url(ctx.base_url, q.name) for q in page.queues]
     if page.more and limit is not None:
-        result["NextToken"] = encode_list_token(prefix, page.queues[-1].name)
+        result["NextToken"] = ctx.core.tokens.encode_list(prefix, page.queues[-1].name)
     return result
 
 
@@ -264,14 +263,14 @@ async def list_dead_letter_source_queues(ctx: Context, params: dict[str, Any]) -
     name = _queue(params)
     limit = _integer(params, "MaxResults", 1, MAX_LIST_RESULTS)
     token = _string(params, "NextToken", required=False)
-    after = _page_token("", token)
+    after = _page_token(ctx, "", token)
     sources = sorted(await ctx.core.dead_letter_sources(ctx.principal, name))
     if after is not None:
         sources = [s for s in sources if s > after]
     page = sources[: limit or MAX_LIST_RESULTS]
     result: dict[str, Any] = {"queueUrls": [qattrs.queue_url(ctx.base_url, s) for s in page]}
     if limit is not None and len(sources) > limit:
-        result["NextToken"] = encode_list_token("", page[-1])
+        result["NextToken"] = ctx.core.tokens.encode_list("", page[-1])
     return result
 
 
