@@ -84,7 +84,12 @@ class ReceiptCodec:
         if not receipts:
             return []
         if not all(
-            isinstance(r, str) and len(r) == _TEXT_CHARS and r.isascii() and r[-1] in _CANONICAL_LAST
+            isinstance(r, str)
+            and len(r) == _TEXT_CHARS
+            and r.isascii()
+            and r[-1] in _CANONICAL_LAST
+            and "+" not in r
+            and "/" not in r
             for r in receipts
         ):
             return [self.decode(receipt, queue_uid) for receipt in receipts]
@@ -135,6 +140,10 @@ class ReceiptCodec:
     def decode(self, receipt: str, queue_uid: int) -> tuple[int, int] | None:
         """(message_key, receipt_seq), or None when the receipt is not a valid one of this queue."""
         if not isinstance(receipt, str) or len(receipt) != _TEXT_CHARS or not receipt.isascii():
+            return None
+        # The standard alphabet's '+' and '/' decode as '-' and '_' do (the translation below
+        # leaves them as they are): the same receipt spelled another way, not the one issued.
+        if "+" in receipt or "/" in receipt:
             return None
         try:
             raw = binascii.a2b_base64(

@@ -46,7 +46,8 @@ def test_another_queue_or_key_does_not_verify() -> None:
 def test_every_single_character_change_is_refused() -> None:
     codec = ReceiptCodec(KEY)
     receipt = codec.encode(UID, 12345, 6)
-    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    # '+' and '/': the standard base64 alphabet's spelling of '-' and '_' (issue 14, item 6).
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/"
     for position in range(len(receipt)):
         for char in alphabet:
             if char != receipt[position]:
@@ -85,6 +86,7 @@ def test_batches_code_exactly_as_one_by_one() -> None:
         good + ["A" * 39],  # right shape, wrong MAC
         good + [good[0][:-1] + "B"],  # a non-canonical last character
         good + ["", "é" * 39, "=" * 39, "+" * 39],  # wrong shapes: the one-by-one path
+        good + [r.translate(str.maketrans("-_", "+/")) for r in good],  # the standard alphabet
         [good[0][:10] + "=" + good[0][11:]] + good,  # the joined text does not decode
         [],
     ]
