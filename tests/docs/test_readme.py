@@ -3,7 +3,8 @@ five-minute tour, against a real `leaseq serve` (a child process, memory store, 
 
 Each snippet runs in a fresh interpreter in an empty directory, with two substitutions and
 nothing else: the README's address 127.0.0.1:50051 (also `QueueClient()`, which means it) becomes
-the test server's, and /tmp/leaseq-demo a fresh temporary directory. The TLS snippet gets the
+the test server's, its SQS endpoint 127.0.0.1:9324 the test server's `--sqs-listen` address, and
+/tmp/leaseq-demo a fresh temporary directory. The TLS snippet gets the
 files it names (made by a test CA) and LEASEQ_TOKEN. Spark snippets need PySpark and Java 17,
 which CI has (`.ci/run`); elsewhere they skip, saying why.
 """
@@ -85,9 +86,17 @@ def spark_missing() -> str | None:
     return None
 
 
+# The README's SQS endpoint address (`leaseq serve --sqs-listen 127.0.0.1:9324`).
+README_SQS = "127.0.0.1:9324"
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess("memory://", free_port(), tmp_path / "server.log")
+    sqs = f"127.0.0.1:{free_port()}"
+    process = ServerProcess(
+        "memory://", free_port(), tmp_path / "server.log", extra_args=("--sqs-listen", sqs)
+    )
+    process.sqs_address = sqs  # type: ignore[attr-defined]
     process.start()
     yield process
     if process.process is not None and process.process.poll() is None:
@@ -107,8 +116,8 @@ def child_env(server: ServerProcess, **extra: str) -> dict[str, str]:
     return env
 
 
-def as_written(code: str, target: str, demo: Path) -> str:
-    code = code.replace("127.0.0.1:50051", target)
+def as_written(code: str, target: str, sqs: str, demo: Path) -> str:
+    code = code.replace("127.0.0.1:50051", target).replace(README_SQS, sqs)
     code = code.replace("QueueClient()", f'QueueClient("{target}")')
     return code.replace("/tmp/leaseq-demo", str(demo))
 
@@ -133,7 +142,7 @@ def run_python(code: str, server: ServerProcess, tmp_path: Path) -> subprocess.C
     work.mkdir(exist_ok=True)
     write_tls_files(work)
     return subprocess.run(
-        [sys.executable, "-c", as_written(code, server.target, tmp_path / "leaseq-demo")],
+        [sys.executable, "-c", as_written(code, server.target, server.sqs_address, tmp_path / "leaseq-demo")],
         cwd=work,
         env=child_env(
             server,
