@@ -1,69 +1,162 @@
-"""Waiting GetMessages streams: wake-ups by event, and flow control of follow streams.
+"""Waiting GetMessages streams: targeted wake-ups, shared timers, flow control of follow streams.
 
-No waiter polls with a sleep. A waiting stream sleeps on its own `Waker` and is rung by whatever
-may let it make progress:
+No waiter polls with a sleep. A waiting stream *looks* (one store receive), and when the look
+finds nothing it *parks* on its own `Waker` until something may let it make progress. What
+wakes it, and how many of a queue's waiters are woken, is the subject of this module.
 
-- its queue's signal, which the service notifies after a send, a release (ChangeVisibility 0 or
-  UpdateMessage to 0), a redrive into the queue, a delete (frees in-flight capacity), a purge, a
-  configuration change or the queue's deletion;
-- a timer at the store-reported `next_visible_at` (a lease or a delay ending: the store knows no
-  event for the passing of time), or at `OverLimit.retry_at`;
-- for a paused follow stream, the settling of one of its own leases (`LeaseTracker`);
-- the server's drain, or its deadline (wait_time).
+Wake-ups are counted, not broadcast
+-----------------------------------
+With 1,000 streams parked on a queue, ringing every one of them for every send costs 1,000 store
+calls per send (a 100-message send went from 1.4 ms to 41 ms, 516 ms with 5,000 streams). So an
+event wakes only as many waiters as it can feed:
 
-The lost-wake-up race: a send may land after the store answered "nothing visible" but before the
-stream goes to sleep. So a waiter reads its queue's generation *before* the store call and sleeps
-only if the generation is still the same afterwards; the notify also rings the waker, which is
-cleared at the same instant the generation is read (no await in between), so a ring during the
-store call is kept too.
+- a send of n visible messages wakes, per channel, parked waiters whose channel filter matches
+  until their batch sizes ("want": max_messages, or a follow stream's room) add up to n;
+- a release of n messages (ChangeVisibility or UpdateMessage to 0, a redrive of n) wakes, in
+  each group of waiters with one channel filter, waiters wanting n (the store does not say the
+  released messages' channels, and a waiter of another filter would not take them);
+- a delete of n frees n of the queue's in-flight capacity: it wakes only waiters parked on the
+  in-flight limit (OverLimit), wanting n; a release wakes those too;
+- the passing of time (a lease or a delay ending, an OverLimit's retry_at) is one timer per
+  queue, not one per waiter: at the earliest instant the store reported, it wakes one waiter of
+  each filter group (and one parked on the limit); more follow by hand-on (below);
+- a change made through another replica (PostgreSQL's change feed), and a receive that may have
+  moved messages to a dead letter queue, are counted like a timer: one per group, then hand-on;
+- rare events wake every waiter of the queue: UpdateQueue, PurgeQueue, DeleteQueue, a jump of
+  a test's clock, a redrive back to source queues only the store knows, the change feed's "I may
+  have missed something", drain.
+
+Which waiter: the longest parked first (fair, and the one whose stream is surely idle). When
+the parked ones cannot cover the count, waiters in the middle of a look are *owed* the rest.
+
+The lost wake-up, and why counting does not lose one
+----------------------------------------------------
+Ringing fewer waiters makes the old race sharper: a woken waiter may find nothing because
+another receive took the message; a send may land while a waiter's look is in flight, after the
+store answered "nothing". The rules that keep every visible message covered:
+
+1. A waiter parks only after a look that found nothing, and only if no wake-up was owed to it
+   since that look began (`Waker.owed`, cleared when a look begins, set by any wake-up: a
+   wake-up that arrives during a look makes the waiter look again instead of parking). Checking
+   and parking happen with no await in between, so nothing slips through.
+2. An event covering n messages wakes waiters wanting n *after* the change committed; each of
+   them looks after the change. Whatever one of them finds short of its want, nobody it could
+   take is left visible at that instant: another receive took it (fine), or another transaction
+   holds it locked (PostgreSQL's SKIP LOCKED: that receive delivers it, or rolls back and the
+   store reports the change, `_wake_after_rollback`).
+3. Hand-on. A waiter whose look filled its whole want may have left more behind (it may have
+   taken older messages than the ones it was woken for, or messages another waiter was woken
+   for: filters overlap): it wakes one more waiter (one per filter group). A waiter woken by an
+   uncounted event (a timer, the change feed) hands on after any look that found something, so
+   the chain goes on until a look comes back short or empty.
+4. A wake-up is never dropped with its waiter: a stream that leaves (answered, cancelled, timed
+   out) or pauses (a follow stream at max_outstanding, which takes nothing) while a wake-up is
+   owed to it hands that wake-up on.
+5. Timers: every look that finds nothing reports the store's earliest future visible_at, and
+   the queue's one timer is armed at the earliest instant reported (arming only ever brings it
+   forward). So is every lease this server grants (its end), every delayed send (its delay's
+   end), and every lease end moved by ChangeVisibility or UpdateMessage: a lease shortened from
+   30 s to 1 s wakes a waiter at 1 s, not at 30 s. When the timer fires, the instants behind it
+   are unknown until a look reports them again: that is why a timer's wake-up hands on (rule 3)
+   until an empty look re-arms it. On PostgreSQL a lease moved through another replica reaches
+   this one as a change-feed event (one look, which reports the new instant).
+
+Together: while a message is visible to some waiter, a look that began after it became visible
+is under way or owed, or a timer will start one at its instant. The price of counting is the
+hand-on: about one more look per full batch; a send of n messages wakes at most about 2n
+waiters, whatever the number parked.
+
+Timers are kept by the store's clock when it can run them (`clock.call_at`, a FakeClock: tests
+move time and see exactly the wake-ups it causes), else by the event loop, converted from the
+clock's "now" with TIMER_SLACK.
 
 Flow control (Pub/Sub StreamingPull's): a follow stream holds at most max_outstanding unsettled
 leases. A lease is settled when its message is deleted or released through this server (the
 service reports the keys; a `LeaseRegistry` maps (queue, key) to the stream that holds it), or
 when the lease ends (a timer at the earliest lease end). ChangeVisibility moves a lease's end.
-Deliveries with visibility_timeout 0 make no lease and are not tracked.
+Deliveries with visibility_timeout 0 make no lease and are not tracked. A paused stream is not
+among the queue's parked waiters: a queue wake-up would be wasted on it.
 
 Several server replicas over one shared store: signals are in-process, so a send through another
 replica reaches this one's waiters only through the store. A store that is a `ChangeFeed`
-(PostgreSQL: LISTEN/NOTIFY) reports such changes, and `app.build` subscribes `store_changed` to it:
-the queue's waiters look again, as after a local send. Flow control still counts only the
-settlements made through this replica: a lease of this replica's follow stream that is acked
-through another one is settled here when it would have ended.
+(PostgreSQL: LISTEN/NOTIFY) reports such changes, and `app.build` subscribes `store_changed` to it.
+Flow control still counts only the settlements made through this replica: a lease of this
+replica's follow stream that is acked through another one is settled here when it would have
+ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
-import itertools
-from collections.abc import AsyncGenerator, Iterable, Iterator
+from collections import Counter
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Protocol
 
+from .clock import Clock
 from .errors import OverLimit
-from .store.base import DeliveredMessage, Store
+from .store.base import DeliveredMessage, Store, channel_matches
 from .validation import ReceiveParams
 
-# Timers for store-time instants fire this much late, so that the store, reading its own clock
-# when woken, usually sees the lease or delay already ended (loop timers may fire a hair early,
-# and the loop's monotonic clock and the store's wall clock tick apart). A timer that still
-# fires too early costs one more empty store call and a new timer, never a missed wake-up, so
-# the slack is kept small: it is part of every expiry-to-redelivery latency (`leaseq bench wake`).
+# Event-loop timers for store-time instants fire this much late, so that the store, reading its
+# own clock when woken, usually sees the lease or delay already ended (loop timers may fire a
+# hair early, and the loop's monotonic clock and the store's wall clock tick apart). A timer
+# that still fires too early costs one more empty look and a new timer, never a missed
+# wake-up, so the slack is kept small: it is part of every expiry-to-redelivery latency
+# (`leaseq bench wake`).
 TIMER_SLACK = 0.0005
 
 
-class Waker:
-    """One waiting stream's doorbell."""
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
 
-    def __init__(self) -> None:
+
+def schedule(clock: Clock, when: float, callback: Callable[[], None]) -> Cancellable:
+    """Call callback (on the running loop) at the store-time instant when."""
+    call_at = getattr(clock, "call_at", None)
+    if call_at is not None:
+        return call_at(when, callback)
+    delay = max(0.0, when - clock.now()) + TIMER_SLACK
+    return asyncio.get_running_loop().call_later(delay, callback)
+
+
+class Waker:
+    """One waiting stream's doorbell, and what its queue's signal needs to know of it."""
+
+    __slots__ = (
+        "_event", "channel_filter", "want", "owed", "chain", "freed_seen", "sleeping", "parks"
+    )
+
+    def __init__(self, channel_filter: str = "") -> None:
         self._event = asyncio.Event()
+        self.channel_filter = channel_filter
+        self.want = 1  # messages its next look may take (set when it parks)
+        self.owed = False  # a queue wake-up came since its current look began: look again
+        self.chain = False  # that wake-up was uncounted (timer, change feed): hand on (rule 3)
+        self.freed_seen = 0  # its queue's `_Signal.freed` when its look began
         self.sleeping = False  # parked in wait(): what LongPoll.sleeping counts
         self.parks = 0  # times parked: shows that a wake-up ran its course and parked again
 
     def ring(self) -> None:
+        """A nudge for this stream alone (its own lease settled or ended): no look is owed."""
+        self._event.set()
+
+    def wake(self, chain: bool = False) -> None:
+        """A queue wake-up: this waiter owes the queue a look."""
+        self.owed = True
+        self.chain = self.chain or chain
         self._event.set()
 
     def clear(self) -> None:
         self._event.clear()
+
+    def begin_look(self) -> bool:
+        """A look begins: it pays what is owed. Returns whether it was an uncounted wake-up."""
+        chain = self.chain
+        self.owed = self.chain = False
+        self._event.clear()
+        return chain
 
     async def wait(self, timeout: float | None) -> None:
         """Until rung or timeout seconds (None: no timeout) passed. Cancellation goes through."""
@@ -85,38 +178,218 @@ class Waker:
 
 
 class _Signal:
-    __slots__ = ("generation", "wakers")
+    """One queue's waiters, by state, and its timer."""
 
-    def __init__(self, generation: int) -> None:
-        self.generation = generation
+    __slots__ = ("wakers", "parked", "limited", "looking", "timer", "timer_at", "freed")
+
+    def __init__(self) -> None:
         self.wakers: set[Waker] = set()
+        # Parked after an empty look, by channel filter; dicts as ordered sets: oldest first.
+        self.parked: dict[str, dict[Waker, None]] = {}
+        self.limited: dict[Waker, None] = {}  # parked on the in-flight limit (OverLimit)
+        self.looking: dict[Waker, None] = {}  # in a look (or about to begin one)
+        self.timer: Cancellable | None = None
+        self.timer_at: float | None = None
+        # Bumped whenever in-flight room is freed: a look that got OverLimit parks only if
+        # no room was freed since it began (rule 1 for the limit; see QueueSignals.look).
+        self.freed = 0
+
+    def unpark(self, waker: Waker) -> None:
+        group = self.parked.get(waker.channel_filter)
+        if group is not None and waker in group:
+            del group[waker]
+            if not group:
+                del self.parked[waker.channel_filter]
+        self.limited.pop(waker, None)
+
+
+def _takes(channel: str) -> Callable[[Waker], bool]:
+    return lambda waker: channel_matches(channel, waker.channel_filter)
+
+
+def _filters(channel_filter: str) -> Callable[[Waker], bool]:
+    return lambda waker: waker.channel_filter == channel_filter
 
 
 class QueueSignals:
-    """Per queue: a generation counter and the wakers of the streams waiting on it.
+    """Per queue: its waiters (parked, parked on the in-flight limit, looking) and one timer.
+    An entry lives while a waker is subscribed. See the module docstring for the rules."""
 
-    An entry lives while a waker is subscribed. Generations come from one process-wide counter,
-    so an entry dropped and created again never hands out a number a waiter saw before."""
-
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._signals: dict[str, _Signal] = {}
-        self._counter = itertools.count(1)
+        self.woken = 0  # queue wake-ups handed out so far (`leaseq bench`, tests)
 
-    def generation(self, queue: str) -> int:
-        signal = self._signals.get(queue)
-        return signal.generation if signal else 0
+    # --- the waiter's side ------------------------------------------------------------------
 
-    def notify(self, queue: str) -> None:
+    @contextmanager
+    def subscribe(self, queue: str, waker: Waker) -> Iterator[None]:
         signal = self._signals.get(queue)
         if signal is None:
-            return  # nobody waits on this queue
-        signal.generation = next(self._counter)
-        for waker in signal.wakers:
-            waker.ring()
+            signal = self._signals[queue] = _Signal()
+        signal.wakers.add(waker)
+        signal.looking[waker] = None  # a new waiter looks first
+        try:
+            yield
+        finally:
+            signal.wakers.discard(waker)
+            signal.unpark(waker)
+            signal.looking.pop(waker, None)
+            if waker.owed:  # rule 4: the wake-up goes to someone who will use it
+                self.hand_on(queue, waker.chain, capacity=True)
+            if not signal.wakers and self._signals.get(queue) is signal:
+                if signal.timer is not None:
+                    signal.timer.cancel()
+                del self._signals[queue]
 
-    def notify_all(self) -> None:
+    def look(self, queue: str, waker: Waker) -> bool:
+        """The waiter begins a look; whether it pays an uncounted wake-up (see Waker)."""
+        signal = self._signals[queue]
+        signal.unpark(waker)
+        signal.looking[waker] = None
+        waker.freed_seen = signal.freed
+        return waker.begin_look()
+
+    def room_freed(self, queue: str, waker: Waker) -> bool:
+        """Whether in-flight room was freed since the waiter's look began (it got OverLimit:
+        then it looks again rather than park on the limit)."""
+        return self._signals[queue].freed != waker.freed_seen
+
+    @contextmanager
+    def parked(
+        self, queue: str, waker: Waker, want: int, until: float | None, limited: bool = False
+    ) -> Iterator[None]:
+        """Park the waiter (after an empty look, or OverLimit: limited) for its next wake-up;
+        until: the store's earliest future visible_at (or retry_at) it reported."""
+        signal = self._signals[queue]
+        signal.looking.pop(waker, None)
+        waker.want = max(1, want)
+        if limited:
+            signal.limited[waker] = None
+        else:
+            signal.parked.setdefault(waker.channel_filter, {})[waker] = None
+        if until is not None:
+            self.arm(queue, until)
+        try:
+            yield
+        finally:
+            signal.unpark(waker)
+            signal.looking[waker] = None
+
+    def pause(self, queue: str, waker: Waker) -> None:
+        """A follow stream stops taking messages for now (max_outstanding): it is not looking,
+        and a wake-up owed to it goes on to another waiter (rule 4)."""
+        signal = self._signals[queue]
+        signal.looking.pop(waker, None)
+        if waker.owed:
+            chain = waker.chain
+            waker.owed = waker.chain = False
+            self.hand_on(queue, chain, capacity=True)
+
+    def delivered(self, queue: str, got: int, want: int, chain: bool, lease_end: float | None):
+        """A look found got messages (it asked for want); lease_end: the earliest lease it
+        granted ends then (rule 5)."""
+        if lease_end is not None:
+            self.arm(queue, lease_end)
+        if got >= want or chain:
+            self.hand_on(queue, chain)  # rule 3
+
+    # --- events -----------------------------------------------------------------------------
+
+    def wake(
+        self,
+        queue: str,
+        count: int,
+        channels: Mapping[str, int] | None = None,
+        chain: bool = False,
+        capacity: bool = True,
+    ) -> None:
+        """Messages became visible: channels maps channel -> count; None: count messages of
+        unknown channels. capacity: in-flight room was freed too (count of it)."""
+        signal = self._signals.get(queue)
+        if signal is None or count <= 0:
+            return  # nobody waits on this queue
+        if channels is not None:
+            for channel, n in channels.items():
+                groups = [g for f, g in signal.parked.items() if channel_matches(channel, f)]
+                self._wake(signal, groups, n, chain, _takes(channel))
+        else:
+            for channel_filter, group in list(signal.parked.items()):
+                self._wake(signal, [group], count, chain, _filters(channel_filter))
+        if capacity:
+            signal.freed += 1
+            self._wake(signal, [signal.limited], count, chain, None)
+
+    def freed(self, queue: str, count: int) -> None:
+        """count leases ended early (deleted): room under the in-flight limit, no message."""
+        signal = self._signals.get(queue)
+        if signal is not None and count > 0:
+            signal.freed += 1
+            self._wake(signal, [signal.limited], count, False, None)
+
+    def hand_on(self, queue: str, chain: bool, capacity: bool = False) -> None:
+        """Wake one more waiter of each filter group (rules 3 and 4); capacity: and one parked
+        on the in-flight limit (a wake-up given up may have been for freed room)."""
+        self.wake(queue, 1, chain=chain, capacity=capacity)
+
+    def wake_queue(self, queue: str) -> None:
+        """Every waiter of queue looks again; paused follow streams check their room."""
+        signal = self._signals.get(queue)
+        if signal is not None:
+            for waker in list(signal.wakers):
+                signal.unpark(waker)
+                waker.wake()
+            self.woken += len(signal.wakers)
+
+    def wake_everyone(self) -> None:
         for queue in list(self._signals):
-            self.notify(queue)
+            self.wake_queue(queue)
+
+    def arm(self, queue: str, when: float) -> None:
+        """The queue's timer fires at when at the latest (rule 5)."""
+        signal = self._signals.get(queue)
+        if signal is None or (signal.timer_at is not None and signal.timer_at <= when):
+            return
+        if signal.timer is not None:
+            signal.timer.cancel()
+        signal.timer_at = when
+        signal.timer = schedule(self._clock, when, lambda: self._fire(queue, signal))
+
+    def _fire(self, queue: str, signal: _Signal) -> None:
+        signal.timer = signal.timer_at = None
+        if self._signals.get(queue) is signal:
+            self.wake(queue, 1, chain=True)
+
+    def _wake(
+        self,
+        signal: _Signal,
+        groups: list[dict[Waker, None]],
+        count: int,
+        chain: bool,
+        matches: Callable[[Waker], bool] | None,
+    ) -> None:
+        """Wake waiters wanting count: the longest parked of groups first, then waiters in
+        the middle of a look that are not owed one already and that matches (None: none;
+        a look that ends in OverLimit sees freed room by `room_freed` instead)."""
+        for group in groups:
+            while count > 0 and group:
+                waker = next(iter(group))
+                signal.unpark(waker)
+                signal.looking[waker] = None
+                waker.wake(chain)
+                self.woken += 1
+                count -= waker.want
+        if count <= 0 or matches is None:
+            return
+        for waker in signal.looking:
+            if not waker.owed and matches(waker):
+                waker.wake(chain)
+                self.woken += 1
+                count -= waker.want
+                if count <= 0:
+                    return
+
+    # --- gauges -----------------------------------------------------------------------------
 
     def sleeping(self, queue: str) -> int:
         signal = self._signals.get(queue)
@@ -125,19 +398,6 @@ class QueueSignals:
     def parks(self, queue: str) -> int:
         signal = self._signals.get(queue)
         return sum(w.parks for w in signal.wakers) if signal else 0
-
-    @contextmanager
-    def subscribe(self, queue: str, waker: Waker) -> Iterator[None]:
-        signal = self._signals.get(queue)
-        if signal is None:
-            signal = self._signals[queue] = _Signal(next(self._counter))
-        signal.wakers.add(waker)
-        try:
-            yield
-        finally:
-            signal.wakers.discard(waker)
-            if not signal.wakers and self._signals.get(queue) is signal:
-                del self._signals[queue]
 
 
 class LeaseTracker:
@@ -161,8 +421,11 @@ class LeaseTracker:
         heapq.heappush(self._heap, (end, key))
 
     def extend(self, key: int, end: float) -> None:
-        if key in self._ends:
+        old = self._ends.get(key)
+        if old is not None:
             self.add(key, end)
+            if end < old:
+                self._waker.ring()  # a paused stream re-arms its timer at the earlier end
 
     def settle(self, key: int) -> bool:
         if self._ends.pop(key, None) is None:
@@ -248,48 +511,80 @@ class LongPoll:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._signals = QueueSignals()
+        self._signals = QueueSignals(store.clock)
         self._registry = LeaseRegistry()
         self._draining = False
 
     # --- events reported by the service ---------------------------------------------------
 
-    def notify(self, queue: str) -> None:
-        """Something happened that may let a waiter of queue deliver (see module docstring)."""
-        self._signals.notify(queue)
+    def sent(self, queue: str, channels: Iterable[str], delays: Iterable[float]) -> None:
+        """Messages were sent (not duplicates): their channels, and their delays (seconds; 0:
+        visible now). Wakes waiters for the visible ones; the earliest delay arms the timer."""
+        visible: Counter[str] = Counter()
+        earliest: float | None = None
+        for channel, delay in zip(channels, delays):
+            if delay <= 0:
+                visible[channel] += 1
+            elif earliest is None or delay < earliest:
+                earliest = delay
+        if visible:
+            self._signals.wake(queue, sum(visible.values()), visible, capacity=False)
+        if earliest is not None:
+            self._signals.arm(queue, self._store.clock.now() + earliest)
 
-    def settled(self, queue: str, keys: Iterable[int]) -> None:
-        """These messages were deleted or released: their leases no longer count."""
+    def released(self, queue: str, keys: Iterable[int]) -> None:
+        """These leased messages are visible again (visibility set to 0): their leases no
+        longer count, and waiters may take them."""
         keys = list(keys)
         if keys:
             self._registry.settle(queue, keys)
-            self._signals.notify(queue)
+            self._signals.wake(queue, len(keys))
 
-    def extended(self, queue: str, key: int, end: float) -> None:
-        """A lease's end moved (ChangeVisibility, UpdateMessage with a visibility > 0)."""
+    def deleted(self, queue: str, keys: Iterable[int]) -> None:
+        """These messages were deleted: their leases no longer count (room for paused follow
+        streams, and under the queue's in-flight limit)."""
+        keys = list(keys)
+        if keys:
+            self._registry.settle(queue, keys)
+            self._signals.freed(queue, len(keys))
+
+    def lease_moved(self, queue: str, key: int, end: float) -> None:
+        """A lease's end moved (ChangeVisibility, UpdateMessage with a visibility > 0): to a
+        later instant, or an earlier one, where a waiter must wake then (the timer)."""
         self._registry.extend(queue, key, end)
+        self._signals.arm(queue, end)
+
+    def became_visible(self, queue: str, count: int) -> None:
+        """count messages of unknown channels became visible at once (a redrive into queue)."""
+        self._signals.wake(queue, count)
+
+    def notify(self, queue: str) -> None:
+        """Anything about queue may have changed (its configuration): every waiter looks."""
+        self._signals.wake_queue(queue)
 
     def queue_emptied(self, queue: str) -> None:
         """The queue was purged or deleted: no lease on it remains."""
         self._registry.settle_queue(queue)
-        self._signals.notify(queue)
+        self._signals.wake_queue(queue)
 
     def wake_all(self) -> None:
-        """Every waiter looks again (used when a test's fake clock jumps)."""
-        self._signals.notify_all()
+        """Every waiter looks again (a test's fake clock jumped; messages went back to source
+        queues only the store knows)."""
+        self._signals.wake_everyone()
 
     def store_changed(self, queue: str | None) -> None:
-        """The store reports a change made elsewhere (`store.base.ChangeFeed`): the queue's
-        waiters look again; None: every waiter does (changes may have gone unreported)."""
+        """The store reports a change made elsewhere (`store.base.ChangeFeed`): a look by the
+        queue's waiters, counted like a timer's (see the module docstring); None: every waiter
+        looks (changes may have gone unreported)."""
         if queue is None:
-            self._signals.notify_all()
+            self._signals.wake_everyone()
         else:
-            self._signals.notify(queue)
+            self._signals.wake(queue, 1, chain=True)
 
     def drain(self) -> None:
         """Follow streams end, waiting long polls answer now with what they have."""
         self._draining = True
-        self._signals.notify_all()
+        self._signals.wake_everyone()
 
     @property
     def draining(self) -> bool:
@@ -305,19 +600,29 @@ class LongPoll:
         has looked at the store and found nothing to do."""
         return self._signals.parks(queue)
 
+    @property
+    def woken(self) -> int:
+        """Queue wake-ups handed out since the start (each may cost a store call)."""
+        return self._signals.woken
+
     # --- waiting ----------------------------------------------------------------------------
 
-    def _delay_until(self, when: float | None) -> float | None:
-        """Loop seconds until a store-clock instant (None: never)."""
-        if when is None:
-            return None
-        return max(0.0, when - self._store.clock.now()) + TIMER_SLACK
-
-    def _after_receive(self, dead_letter_queue: str | None) -> None:
-        # A receive may have moved messages to the dead letter queue (the store does not say
-        # which did): its waiters look again.
+    def _after_look(
+        self,
+        queue: str,
+        messages: list[DeliveredMessage],
+        want: int,
+        chain: bool,
+        now: float,
+        dead_letter_queue: str | None,
+    ) -> None:
         if dead_letter_queue:
-            self._signals.notify(dead_letter_queue)
+            # A receive may have moved messages to the dead letter queue (the store does not
+            # say how many): a look there, counted like a timer's.
+            self._signals.wake(dead_letter_queue, 1, chain=True)
+        if messages:
+            ends = [m.visible_at for m in messages if m.visible_at > now]
+            self._signals.delivered(queue, len(messages), want, chain, min(ends, default=None))
 
     async def receive(
         self, params: ReceiveParams, dead_letter_queue: str | None = None
@@ -327,28 +632,29 @@ class LongPoll:
         assert params.wait_time is not None, "resolve_receive fills wait_time"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + params.wait_time
-        waker = Waker()
-        with self._signals.subscribe(params.queue, waker):
+        queue, want = params.queue, params.max_messages
+        waker = Waker(params.channel_filter)
+        with self._signals.subscribe(queue, waker):
             while True:
-                generation = self._signals.generation(params.queue)
-                waker.clear()
+                chain = self._signals.look(queue, waker)
+                now = self._store.clock.now()
                 outcome = await self._store.receive(
-                    params.queue,
-                    params.max_messages,
+                    queue,
+                    want,
                     params.visibility_timeout,
                     params.channel_filter,
                     params.attempt_id,
                 )
-                self._after_receive(dead_letter_queue)
+                self._after_look(queue, outcome.messages, want, chain, now, dead_letter_queue)
                 if outcome.messages:
                     return outcome.messages
                 remaining = deadline - loop.time()
                 if remaining <= 0 or self._draining:
                     return []
-                if self._signals.generation(params.queue) != generation:
-                    continue  # something happened during the store call: look again now
-                timer = self._delay_until(outcome.next_visible_at)
-                await waker.wait(remaining if timer is None else min(remaining, timer))
+                if waker.owed:
+                    continue  # woken during the look: look again now (rule 1)
+                with self._signals.parked(queue, waker, want, outcome.next_visible_at):
+                    await waker.wait(remaining)
 
     async def follow(
         self, params: ReceiveParams, dead_letter_queue: str | None = None
@@ -357,33 +663,35 @@ class LongPoll:
         Pauses while the stream holds max_outstanding unsettled leases."""
         queue = params.queue
         clock = self._store.clock
-        waker = Waker()
+        waker = Waker(params.channel_filter)
         tracker = LeaseTracker(waker)
         with self._signals.subscribe(queue, waker), self._registry.tracking(queue, tracker):
             while not self._draining:
-                generation = self._signals.generation(queue)
                 waker.clear()
                 now = clock.now()
                 self._registry.forget(queue, tracker.expire(now), tracker)
                 room = params.max_outstanding - len(tracker)
                 if room <= 0:
                     # Paused: a settle rings the waker; the earliest lease end settles by time.
-                    await waker.wait(self._delay_until(tracker.next_end()))
+                    self._signals.pause(queue, waker)
+                    with self._timer(tracker.next_end(), waker.ring):
+                        await waker.wait(None)
                     continue
+                want = min(params.max_messages, room)
+                chain = self._signals.look(queue, waker)
                 try:
                     outcome = await self._store.receive(
-                        queue,
-                        min(params.max_messages, room),
-                        params.visibility_timeout,
-                        params.channel_filter,
+                        queue, want, params.visibility_timeout, params.channel_filter
                     )
-                    self._after_receive(dead_letter_queue)
                 except OverLimit as err:
                     # The queue's in-flight limit: a follow stream waits (API.md) for a delete
-                    # or release (signal) or the earliest lease end (retry_at).
-                    if self._signals.generation(queue) == generation:
-                        await waker.wait(self._delay_until(err.retry_at))
+                    # or release, or the earliest lease end (retry_at).
+                    self._after_look(queue, [], want, chain, now, dead_letter_queue)
+                    if not waker.owed and not self._signals.room_freed(queue, waker):
+                        with self._signals.parked(queue, waker, want, err.retry_at, limited=True):
+                            await waker.wait(None)
                     continue
+                self._after_look(queue, outcome.messages, want, chain, now, dead_letter_queue)
                 if outcome.messages:
                     leased = [m for m in outcome.messages if m.visible_at > now]
                     for message in leased:
@@ -391,5 +699,16 @@ class LongPoll:
                     self._registry.claim(queue, (m.key for m in leased), tracker)
                     yield outcome.messages
                     continue
-                if self._signals.generation(queue) == generation:
-                    await waker.wait(self._delay_until(outcome.next_visible_at))
+                if not waker.owed:
+                    with self._signals.parked(queue, waker, want, outcome.next_visible_at):
+                        await waker.wait(None)
+
+    @contextmanager
+    def _timer(self, when: float | None, callback: Callable[[], None]) -> Iterator[None]:
+        """A timer of one stream's own (a paused stream's earliest lease end)."""
+        handle = None if when is None else schedule(self._store.clock, when, callback)
+        try:
+            yield
+        finally:
+            if handle is not None:
+                handle.cancel()

@@ -228,8 +228,12 @@ class QueueService(pb_grpc.QueueServiceServicer):
                     response.results.add(
                         id=entry.id, message_id=outcome.message_id, duplicate=outcome.duplicate
                     )
-        if valid:
-            self.longpoll.notify(name)
+        fresh = [m for m, outcome in zip(valid, outcomes) if not outcome.duplicate]
+        self.longpoll.sent(
+            name,
+            (m.channel for m in fresh),
+            (config.default_delay if m.delay is None else m.delay for m in fresh),
+        )
         response.server_time.CopyFrom(self._now())
         return response
 
@@ -324,8 +328,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
             if change.visibility_timeout == 0:
                 released.append(result.key)
             elif result.visible_at is not None:
-                self.longpoll.extended(name, result.key, result.visible_at)
-        self.longpoll.settled(name, released)
+                # Shorter or longer: a shorter lease must wake a waiter at its new end.
+                self.longpoll.lease_moved(name, result.key, result.visible_at)
+        self.longpoll.released(name, released)
         return pb.ChangeVisibilityResponse(
             results=[
                 pb.ChangeVisibilityResult(
@@ -346,7 +351,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
     ) -> pb.DeleteMessagesResponse:
         name, receipts, attempt_ids = validation.delete_messages(request)
         outcome = await self._store.delete(name, receipts, attempt_ids)
-        self.longpoll.settled(name, outcome.deleted_keys)
+        self.longpoll.deleted(name, outcome.deleted_keys)
         response = convert.delete_results_response(outcome.results)
         for attempt, count in outcome.attempt_counts:
             response.attempt_results.add(receive_attempt_id=attempt, deleted_count=count)
@@ -366,9 +371,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
             visibility_timeout=params.visibility_timeout,
         )
         if params.visibility_timeout == 0:
-            self.longpoll.settled(params.queue, [updated.key])
+            self.longpoll.released(params.queue, [updated.key])
         elif params.visibility_timeout is not None:
-            self.longpoll.extended(params.queue, updated.key, updated.visible_at)
+            self.longpoll.lease_moved(params.queue, updated.key, updated.visible_at)
         return pb.UpdateMessageResponse(
             receipt=updated.receipt,
             visible_at=convert.seconds_to_timestamp(updated.visible_at),
@@ -385,7 +390,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
         )
         if moved:
             if params.destination is not None:
-                self.longpoll.notify(params.destination)
+                self.longpoll.became_visible(params.destination, moved)
             else:
                 # The messages went back to their source queues, which only the store knows.
                 self.longpoll.wake_all()
