@@ -82,6 +82,14 @@ without the parameters' values: conditions that must not steer the plan are writ
 (``expires_at + 0 > now``: see UNEXPIRED), and tests/postgres/test_query_plans.py checks every
 hot statement's generic and custom plans (no Seq Scan, the intended index, no Sort of a queue).
 
+Statistics can still mislead the planner: right after a VACUUM of an empty table (relpages and
+reltuples 0) every path looks free, and a generic plan made then (a Seq Scan and Sort of the
+queue for the receive, and a Nested Loop re-reading the whole table once per picked row for its
+UPDATE) is kept while the table grows to 100,000s of rows: a receive took 10 to 70 s. The store's
+connections therefore run with PLANNER_SETTINGS (enable_seqscan and enable_sort off): those
+paths cost so much that the planner takes the indexes whatever the statistics say, and falls
+back to a scan or a sort only where no index path exists at all (every statement here has one).
+
 Every delivery moves visible_at, so it is never a HOT update and leaves an index entry for a
 dead tuple at the head of messages_visible (where the next receive starts), and every ack a dead
 row. PostgreSQL's index scans mark such entries dead on their first visit (later scans skip them
@@ -200,6 +208,10 @@ HOUSEKEEPING_ROWS = 5_000
 CLOCK_SYNC_SECONDS = 60.0
 FALLBACK_WAKE_SECONDS = 10.0
 LISTEN_BACKOFF_MAX = 5.0
+
+# Session settings of every store connection: index plans whatever the statistics say (see the
+# module docstring, Indexes). The user's own `options` in the URL come first and cannot undo them.
+PLANNER_SETTINGS = {"enable_seqscan": "off", "enable_sort": "off"}
 
 # Autovacuum for the tables that churn: vacuum after this many dead rows, whatever the size.
 AUTOVACUUM_THRESHOLD = 5_000
@@ -430,16 +442,23 @@ _DELIVERED_COLUMNS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
 
 def deliver_sql(channel_clause: str = "") -> str:
     """Pick and deliver in one statement (queues without a dead letter queue): the candidates,
-    their new delivery, and the lease grants counted. Rows come back with their former
-    visible_at, to be put in delivery order."""
+    their new delivery, and the lease grants counted. Each row comes back with its place in
+    the pick order (delivery order).
+
+    The picked keys are one array (an InitPlan), not a row set joined to messages: a join leaves
+    the planner free to pick its join order, and from the statistics of an empty table it once
+    chose to scan all of messages once per picked row (see the module docstring, Indexes).
+    `key = ANY(array)` has no plan but the primary key's index (or a Seq Scan: PLANNER_SETTINGS).
+    """
+    picked = f"ARRAY({candidates_sql(channel_clause)})"
     return f"""
-        WITH picked AS ({candidates_sql(channel_clause, columns="key, visible_at")}),
+        WITH picked AS MATERIALIZED (SELECT {picked} AS keys),
         delivered AS (
             UPDATE messages m SET delivery_count = m.delivery_count + 1,
                 receipt_seq = m.receipt_seq + 1, visible_at = %(until)b, leased = %(leased)b,
                 attempt_id = %(attempt)b
-            FROM picked WHERE m.key = picked.key
-            RETURNING picked.visible_at AS was_visible_at, {_DELIVERED_COLUMNS}),
+            WHERE m.key = ANY((SELECT keys FROM picked)::bigint[])
+            RETURNING array_position((SELECT keys FROM picked), m.key), {_DELIVERED_COLUMNS}),
         granted AS (
             INSERT INTO queue_counters AS c (queue, slot, granted)
             SELECT %(queue)b, {SLOT_SQL}, count(*) FROM delivered
@@ -471,15 +490,22 @@ IN_FLIGHT_SQL = (
     f" FROM messages WHERE queue = %(queue)b AND leased AND visible_at > %(now)b AND {UNEXPIRED}"
 )
 
+# The first entry of messages_visible past now (NULL when none). Written as the ordered LIMIT 1
+# that min() would become, so that no statistics can make it aggregate the queue instead.
 NEXT_VISIBLE_SQL = (
-    "SELECT min(visible_at) FROM messages"
+    "SELECT (SELECT visible_at FROM messages"
     f" WHERE queue = %(queue)b AND visible_at > %(now)b AND {UNEXPIRED}"
+    " ORDER BY visible_at LIMIT 1)"
 )
 
+# The caller puts them in key order (an ORDER BY here would make the primary key's index, read
+# end to end, a candidate plan: PLANNER_SETTINGS make a Sort costly). `leased IS TRUE`, not
+# `leased`: a filter that does not match messages_leased's predicate, so that the planner cannot
+# prefer reading every lease of the queue to the few of one attempt.
 ATTEMPT_LEASES_SQL = (
     f"SELECT {MESSAGE_COLUMNS} FROM messages"
-    " WHERE queue = %(queue)b AND attempt_id = %(attempt)b AND leased"
-    f" AND visible_at + 0 > %(now)b AND {UNEXPIRED} ORDER BY key"
+    " WHERE queue = %(queue)b AND attempt_id = %(attempt)b AND leased IS TRUE"
+    f" AND visible_at + 0 > %(now)b AND {UNEXPIRED}"
 )
 
 # The fencing state of messages by key, locked in key order (no deadlock between two acks).
@@ -918,8 +944,9 @@ class PostgresStore:
     def _connect_kwargs(self) -> dict[str, Any]:
         params = psycopg.conninfo.conninfo_to_dict(self.conninfo)
         options = params.get("options") or ""
+        settings = {"search_path": self.schema, **PLANNER_SETTINGS}
         kwargs: dict[str, Any] = {
-            "options": f"{options} -c search_path={self.schema}".strip(),
+            "options": " ".join([options, *(f"-c {k}={v}" for k, v in settings.items())]).strip(),
         }
         if "application_name" not in params:
             kwargs["application_name"] = "leaseq"
@@ -1484,6 +1511,7 @@ class PostgresStore:
         """base.py's attempt cases a (the live leases again) and b (nothing); None for c."""
         rows = await tx.rows(ATTEMPT_LEASES_SQL, tx.p(found, attempt=attempt_id))
         if rows:
+            rows.sort(key=lambda row: row[0])  # key order
             return [tx.delivered(found, _Row(*row)) for row in rows]
         record = await tx.row(
             "SELECT 1 FROM attempts WHERE queue = %(queue)b AND attempt_id = %(attempt)b"
@@ -1547,7 +1575,7 @@ class PostgresStore:
                 attempt=attempt_id or None,
             ),
         )
-        rows.sort(key=lambda row: (row[0], row[1]))  # delivery order: former (visible_at, key)
+        rows.sort(key=lambda row: row[0])  # delivery order: the pick order
         return [_Row(*row[1:]) for row in rows]
 
     async def _pick_and_deliver(
