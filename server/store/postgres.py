@@ -85,10 +85,23 @@ hot statement's generic and custom plans (no Seq Scan, the intended index, no So
 Statistics can still mislead the planner: right after a VACUUM of an empty table (relpages and
 reltuples 0) every path looks free, and a generic plan made then (a Seq Scan and Sort of the
 queue for the receive, and a Nested Loop re-reading the whole table once per picked row for its
-UPDATE) is kept while the table grows to 100,000s of rows: a receive took 10 to 70 s. The store's
-connections therefore run with PLANNER_SETTINGS (enable_seqscan and enable_sort off): those
-paths cost so much that the planner takes the indexes whatever the statistics say, and falls
-back to a scan or a sort only where no index path exists at all (every statement here has one).
+UPDATE) was kept while the table grew to 100,000s of rows: a receive took 10 to 70 s, and
+throughput fell from ~5,000 to under 100 msgs/s. The store's connections therefore run with
+PLANNER_SETTINGS:
+
+- plan_cache_mode = force_custom_plan: every execution is planned with the table's size as it
+  is now (the planner reads the current number of pages, whatever pg_class says), so no plan
+  made for an empty table outlives it. The price is planning each statement again (tens to
+  hundreds of microseconds of the database's CPU, small next to a round trip);
+- enable_seqscan and enable_sort off: without column statistics (a table never ANALYZEd, or
+  analyzed nearly empty) a custom plan may still prefer reading and sorting the whole queue to
+  the ordered index scan; those paths now cost so much that the planner takes the indexes, and
+  scans or sorts only where no index path exists at all (every statement here has one).
+
+And the hot statements are shaped so that their only index plans are the intended ones: the
+receive updates `key = ANY(array of picked keys)` instead of joining the picked rows (a join
+order is the planner's choice), next-visible is an ordered LIMIT 1 rather than min(), attempt
+replay sorts in Python.
 
 Every delivery moves visible_at, so it is never a HOT update and leaves an index entry for a
 dead tuple at the head of messages_visible (where the next receive starts), and every ack a dead
@@ -207,11 +220,19 @@ HOUSEKEEPING_SECONDS = 60.0
 HOUSEKEEPING_ROWS = 5_000
 CLOCK_SYNC_SECONDS = 60.0
 FALLBACK_WAKE_SECONDS = 10.0
+# How often the store compares messages' statistics with its live rows (refresh_statistics).
+STATS_CHECK_SECONDS = 5.0
+# ANALYZE when the statistics count under a tenth of the live rows, and these are at least this.
+STALE_STATS_ROWS = 10_000
 LISTEN_BACKOFF_MAX = 5.0
 
 # Session settings of every store connection: index plans whatever the statistics say (see the
 # module docstring, Indexes). The user's own `options` in the URL come first and cannot undo them.
-PLANNER_SETTINGS = {"enable_seqscan": "off", "enable_sort": "off"}
+PLANNER_SETTINGS = {
+    "plan_cache_mode": "force_custom_plan",
+    "enable_seqscan": "off",
+    "enable_sort": "off",
+}
 
 # Autovacuum for the tables that churn: vacuum after this many dead rows, whatever the size.
 AUTOVACUUM_THRESHOLD = 5_000
@@ -445,19 +466,23 @@ def deliver_sql(channel_clause: str = "") -> str:
     their new delivery, and the lease grants counted. Each row comes back with its place in
     the pick order (delivery order).
 
-    The picked keys are one array (an InitPlan), not a row set joined to messages: a join leaves
-    the planner free to pick its join order, and from the statistics of an empty table it once
-    chose to scan all of messages once per picked row (see the module docstring, Indexes).
-    `key = ANY(array)` has no plan but the primary key's index (or a Seq Scan: PLANNER_SETTINGS).
+    The picked rows are named by their ctid, one array (an InitPlan): `ctid = ANY(array)` has
+    no plan but a Tid Scan (or a Seq Scan: PLANNER_SETTINGS), whatever the statistics say. The
+    rows are locked by the pick (FOR UPDATE), so their ctids hold until this UPDATE. By key, or
+    joined to the picked rows, the planner was free to read a whole index once per picked key
+    (messages_visible holds key too) when the statistics said the table was empty: a receive
+    took 20 s (see the module docstring, Indexes).
     """
-    picked = f"ARRAY({candidates_sql(channel_clause)})"
+    # array_agg keeps the order of its sorted subquery (PostgreSQL documents it for this use).
+    candidates = candidates_sql(channel_clause, columns="ctid, key")
+    picked = f"SELECT array_agg(ctid) AS rows, array_agg(key) AS keys FROM ({candidates}) AS c"
     return f"""
-        WITH picked AS MATERIALIZED (SELECT {picked} AS keys),
+        WITH picked AS MATERIALIZED ({picked}),
         delivered AS (
             UPDATE messages m SET delivery_count = m.delivery_count + 1,
                 receipt_seq = m.receipt_seq + 1, visible_at = %(until)b, leased = %(leased)b,
                 attempt_id = %(attempt)b
-            WHERE m.key = ANY((SELECT keys FROM picked)::bigint[])
+            WHERE m.ctid = ANY((SELECT rows FROM picked)::tid[])
             RETURNING array_position((SELECT keys FROM picked), m.key), {_DELIVERED_COLUMNS}),
         granted AS (
             INSERT INTO queue_counters AS c (queue, slot, granted)
@@ -999,6 +1024,7 @@ class PostgresStore:
             asyncio.create_task(self._listen(kwargs), name="leaseq-pg-listen"),
             asyncio.create_task(self._publish_loop(), name="leaseq-pg-notify"),
             asyncio.create_task(self._maintain(), name="leaseq-pg-maintenance"),
+            asyncio.create_task(self._watch_statistics(), name="leaseq-pg-statistics"),
         ]
 
     async def close(self) -> None:
@@ -1144,6 +1170,47 @@ class PostgresStore:
                 raise
             except Exception as error:
                 log.warning("PostgreSQL housekeeping failed: %s", error)
+
+    async def _watch_statistics(self) -> None:
+        while True:
+            await asyncio.sleep(STATS_CHECK_SECONDS)
+            try:
+                await self.refresh_statistics()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("PostgreSQL statistics check failed: %s", error)
+
+    async def refresh_statistics(self) -> bool:
+        """ANALYZE messages when pg_class counts under a tenth of its live rows (at least
+        STALE_STATS_ROWS): a VACUUM of a nearly empty table records "0 rows", and without
+        autovacuum nothing corrects it. The planner scales every estimate by that count, so the
+        statements written to need no statistics (the receive) are safe anyway, but the others
+        (acks by key, ...) get their plans from it. One replica at a time; returns whether it
+        ran."""
+
+        async def op(tx: _Tx) -> bool:
+            row = await tx.row(
+                "SELECT c.reltuples, s.n_live_tup FROM pg_class c"
+                " JOIN pg_stat_user_tables s ON s.relid = c.oid"
+                " WHERE c.oid = 'messages'::regclass",
+                {},
+            )
+            if row is None:
+                return False
+            estimated, live = row
+            if estimated < 0 or live < STALE_STATS_ROWS or estimated * 10 >= live:
+                return False  # never analyzed (the planner sizes it by its pages), or close
+            got = await tx.row(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock)b, 0))",
+                {"lock": f"leaseq:analyze:{self.schema}"},
+            )
+            if not got or not got[0]:
+                return False
+            await tx.conn.execute("ANALYZE messages", prepare=False)
+            return True
+
+        return await self._run(op)
 
     async def housekeep(self) -> int:
         """Delete stale tombstone, dedup and attempt rows (their meaning is bounded by a time
