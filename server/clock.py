@@ -47,9 +47,13 @@ class FakeTimer:
         self.cancelled = True
 
     def _fire(self) -> None:
-        if not self.cancelled and not self._loop.is_closed():
+        if self.cancelled:
+            return
+        try:
             # On the loop that armed it: the callback touches that loop's objects only.
             self._loop.call_soon_threadsafe(self._run)
+        except RuntimeError:
+            pass  # that loop is closed: nobody is left to wake
 
     def _run(self) -> None:
         if not self.cancelled:

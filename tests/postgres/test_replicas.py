@@ -15,6 +15,7 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
+from leaseq.server.clock import FakeClock
 from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
 from leaseq.v1 import queue_service_pb2 as pb
@@ -217,3 +218,61 @@ async def test_a_follow_stream_on_one_replica_gets_sends_through_the_other(url: 
 
 async def _read_all(call) -> list[pb.GetMessagesResponse]:
     return [r async for r in call]
+
+
+async def test_a_lease_shortened_through_one_replica_wakes_a_long_poll_on_the_other(
+    url: str,
+) -> None:
+    # Both replicas on one FakeClock: time moves only when the test advances it, and then only
+    # the timers that instant reaches fire. The poll on a learns of the new lease end through the
+    # change feed (one look), and must wake at that end, not at the old one or its wait_time.
+    clock = FakeClock()
+    async with running_server(url, clock) as a, running_server(url, clock) as b:
+        await asyncio.gather(_listening(a), _listening(b))
+        async with grpc.aio.insecure_channel(a.target) as ca, grpc.aio.insecure_channel(
+            b.target
+        ) as cb:
+            stub_a, stub_b = pb_grpc.QueueServiceStub(ca), pb_grpc.QueueServiceStub(cb)
+            await stub_b.CreateQueue(pb.CreateQueueRequest(name="q"))
+            await stub_b.SendMessages(
+                pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(id="1", body=b"m")])
+            )
+            [held] = [
+                m
+                async for r in stub_b.GetMessages(
+                    pb.GetMessagesRequest(
+                        queue="q", max_messages=1, visibility_timeout=D(seconds=600)
+                    )
+                )
+                for m in r.messages
+            ]
+            call = stub_a.GetMessages(
+                pb.GetMessagesRequest(queue="q", max_messages=1, wait_time=D(seconds=30))
+            )
+            waiting = asyncio.create_task(_read_all(call))
+            await _until_sleeping(a, "q")  # it looked: the lease ends in 600 s
+            parked = await asyncio.to_thread(a.parks, "q")
+            await stub_b.ChangeVisibility(
+                pb.ChangeVisibilityRequest(
+                    queue="q",
+                    entries=[
+                        pb.ChangeVisibilityEntry(
+                            receipt=held.receipt, visibility_timeout=D(seconds=20)
+                        )
+                    ],
+                )
+            )
+            await _until_parked_again(a, "q", parked)  # heard of it, looked, parked
+            await asyncio.to_thread(clock.advance, 20)
+            [response] = await asyncio.wait_for(waiting, SAFETY_TIMEOUT)
+            assert [(m.message_id, m.delivery_count) for m in response.messages] == [
+                (held.message_id, 2)
+            ]
+
+
+async def _until_parked_again(server: RunningServer, queue: str, parked: int) -> None:
+    async def poll() -> None:
+        while await asyncio.to_thread(server.parks, queue) <= parked:
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(poll(), SAFETY_TIMEOUT)
