@@ -5,16 +5,52 @@ their messages released)."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import AsyncIterator
 
 import pytest
 
 from leaseq.client import AsyncConsumer, AsyncQueueClient, Message, QueueNotFound
+from leaseq.server.clock import FakeClock
+from tests.support.server import running_server
+
+from .conftest import FAST_RETRY
 
 LEASE = 1.0
 WAIT = 20.0
 
+PACE_TICK = 0.01
+PACE_STEP = 0.05
 
-async def test_long_and_failing_handlers(aclient: AsyncQueueClient, queue_name: str) -> None:
+
+@pytest.fixture
+async def paced_client() -> AsyncIterator[AsyncQueueClient]:
+    """A client of a server whose clock is paced by this test's event loop: it follows real time
+    while the loop runs, but moves at most PACE_STEP per tick of the loop. A stall of the whole
+    machine (a full run under CPU load once kept the consumer's extension of a 1 s lease more
+    than its 0.5 s margin late: lost_leases == 1) then passes no lease time the consumer did not
+    also have; a consumer that is late while its loop runs still loses the lease."""
+    clock = FakeClock(start=time.time())
+
+    async def pace() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(PACE_TICK)
+            now = time.monotonic()
+            clock.advance(min(now - last, PACE_STEP))
+            last = now
+
+    pacer = asyncio.create_task(pace())
+    try:
+        async with running_server(clock=clock) as server:
+            async with AsyncQueueClient(server.target, retry=FAST_RETRY, timeout=10) as client:
+                yield client
+    finally:
+        pacer.cancel()
+
+
+async def test_long_and_failing_handlers(paced_client: AsyncQueueClient, queue_name: str) -> None:
+    aclient = paced_client
     await aclient.create_queue(queue_name, visibility_timeout=LEASE)
     slow_id = await aclient.send(queue_name, "slow")
     await aclient.send(queue_name, "flaky")
