@@ -36,7 +36,6 @@ from .store.base import (
     DeleteOutcome,
     DeliveredMessage,
     LeaseResult,
-    LeaseStatus,
     NewMessage,
     QueueConfig,
     QueueInfo,
@@ -266,9 +265,9 @@ class QueueCore:
             except InvalidArgument as error:
                 checked.append(error)
         valid = [c for c in checked if isinstance(c, NewMessage)]
-        outcomes = iter(await self.store.send(name, valid) if valid else [])
-        if valid:
-            self.longpoll.notify(name)
+        sent = await self.store.send(name, valid) if valid else []
+        self.longpoll.sent(name, valid, sent, config.default_delay)
+        outcomes = iter(sent)
         return [c if isinstance(c, InvalidArgument) else next(outcomes) for c in checked]
 
     async def receive(
@@ -325,15 +324,7 @@ class QueueCore:
                 )
         self._grant(principal, _ACK, name)
         results = await self.store.change_visibility(name, changes)
-        released = []
-        for change, result in zip(changes, results):
-            if result.status != LeaseStatus.OK or result.key is None:
-                continue
-            if change.visibility_timeout == 0:
-                released.append(result.key)
-            elif result.visible_at is not None:
-                self.longpoll.extended(name, result.key, result.visible_at)
-        self.longpoll.settled(name, released)
+        self.longpoll.visibility_changed(name, changes, results)
         return results
 
     async def delete(
@@ -344,7 +335,7 @@ class QueueCore:
         validation.batch_size(len(receipts), "receipts")
         self._grant(principal, _ACK, name)
         outcome = await self.store.delete(name, receipts)
-        self.longpoll.settled(name, outcome.deleted_keys)
+        self.longpoll.deleted(name, outcome.deleted_keys)
         return outcome
 
     async def redrive(
@@ -366,7 +357,7 @@ class QueueCore:
         moved = await self.store.redrive(name, destination, max_messages, channel_filter)
         if moved:
             if destination is not None:
-                self.longpoll.notify(destination)
+                self.longpoll.became_visible(destination, moved)
             else:
                 # The messages went back to their source queues, which only the store knows.
                 self.longpoll.wake_all()

@@ -90,13 +90,22 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections import Counter
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
 from .clock import Clock
 from .errors import OverLimit
-from .store.base import DeliveredMessage, Store, channel_matches
+from .store.base import (
+    DeliveredMessage,
+    LeaseResult,
+    LeaseStatus,
+    NewMessage,
+    SendOutcome,
+    Store,
+    VisibilityChange,
+    channel_matches,
+)
 from .validation import ReceiveParams
 
 # Event-loop timers for store-time instants fire this much late, so that the store, reading its
@@ -517,20 +526,44 @@ class LongPoll:
 
     # --- events reported by the service ---------------------------------------------------
 
-    def sent(self, queue: str, channels: Iterable[str], delays: Iterable[float]) -> None:
-        """Messages were sent (not duplicates): their channels, and their delays (seconds; 0:
-        visible now). Wakes waiters for the visible ones; the earliest delay arms the timer."""
+    def sent(
+        self,
+        queue: str,
+        messages: Sequence[NewMessage],
+        outcomes: Sequence[SendOutcome],
+        default_delay: float,
+    ) -> None:
+        """messages were sent (outcomes: the store's answers, in order; duplicates added
+        nothing). Wakes waiters for those visible now; the earliest delay arms the timer."""
         visible: Counter[str] = Counter()
         earliest: float | None = None
-        for channel, delay in zip(channels, delays):
+        for message, outcome in zip(messages, outcomes):
+            if outcome.duplicate:
+                continue
+            delay = default_delay if message.delay is None else message.delay
             if delay <= 0:
-                visible[channel] += 1
+                visible[message.channel] += 1
             elif earliest is None or delay < earliest:
                 earliest = delay
         if visible:
             self._signals.wake(queue, sum(visible.values()), visible, capacity=False)
         if earliest is not None:
             self._signals.arm(queue, self._store.clock.now() + earliest)
+
+    def visibility_changed(
+        self, queue: str, changes: Sequence[VisibilityChange], results: Sequence[LeaseResult]
+    ) -> None:
+        """ChangeVisibility's outcome: releases (0) and moved lease ends (see lease_moved)."""
+        released = []
+        for change, result in zip(changes, results):
+            if result.status != LeaseStatus.OK or result.key is None:
+                continue
+            if change.visibility_timeout == 0:
+                released.append(result.key)
+            elif result.visible_at is not None:
+                # Shorter or longer: a shorter lease must wake a waiter at its new end.
+                self.lease_moved(queue, result.key, result.visible_at)
+        self.released(queue, released)
 
     def released(self, queue: str, keys: Iterable[int]) -> None:
         """These leased messages are visible again (visibility set to 0): their leases no

@@ -32,7 +32,7 @@ from . import convert, validation
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
 from .longpoll import LongPoll
 from .page_tokens import PageTokens
-from .store.base import DeliveredMessage, LeaseStatus, NewMessage, Store
+from .store.base import DeliveredMessage, NewMessage, Store
 
 log = logging.getLogger(__name__)
 
@@ -228,12 +228,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
                     response.results.add(
                         id=entry.id, message_id=outcome.message_id, duplicate=outcome.duplicate
                     )
-        fresh = [m for m, outcome in zip(valid, outcomes) if not outcome.duplicate]
-        self.longpoll.sent(
-            name,
-            (m.channel for m in fresh),
-            (config.default_delay if m.delay is None else m.delay for m in fresh),
-        )
+        self.longpoll.sent(name, valid, outcomes, config.default_delay)
         response.server_time.CopyFrom(self._now())
         return response
 
@@ -321,16 +316,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
     ) -> pb.ChangeVisibilityResponse:
         name, changes = validation.change_visibility(request)
         results = await self._store.change_visibility(name, changes)
-        released = []
-        for change, result in zip(changes, results):
-            if result.status != LeaseStatus.OK or result.key is None:
-                continue
-            if change.visibility_timeout == 0:
-                released.append(result.key)
-            elif result.visible_at is not None:
-                # Shorter or longer: a shorter lease must wake a waiter at its new end.
-                self.longpoll.lease_moved(name, result.key, result.visible_at)
-        self.longpoll.released(name, released)
+        self.longpoll.visibility_changed(name, changes, results)
         return pb.ChangeVisibilityResponse(
             results=[
                 pb.ChangeVisibilityResult(
