@@ -38,7 +38,9 @@ store answered "nothing". The rules that keep every visible message covered:
 1. A waiter parks only after a look that found nothing, and only if no wake-up was owed to it
    since that look began (`Waker.owed`, cleared when a look begins, set by any wake-up: a
    wake-up that arrives during a look makes the waiter look again instead of parking). Checking
-   and parking happen with no await in between, so nothing slips through.
+   and parking happen with no await in between, so nothing slips through. A look that ends in
+   OverLimit parks only if no in-flight room was freed since it began (a counter per queue,
+   `room_freed`), so freed room is never spent on waking looking waiters.
 2. An event covering n messages wakes waiters wanting n *after* the change committed; each of
    them looks after the change. Whatever one of them finds short of its want, nobody it could
    take is left visible at that instant: another receive took it (fine), or another transaction
