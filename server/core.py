@@ -100,10 +100,7 @@ def check_message(message: NewMessage, index: int, config: QueueConfig) -> NewMe
     """One message to send against its queue's configuration (the checks of
     validation.send_entry, on domain values)."""
     where = f"entries[{index}]"
-    if len(message.attributes) > validation.MAX_ATTRIBUTES:
-        raise InvalidArgument(
-            f"{where}.attributes", f"at most {validation.MAX_ATTRIBUTES} attributes"
-        )
+    validation.attributes(message.attributes, f"{where}.attributes")
     size = base.message_size(message.body, message.attributes)
     if size > config.max_message_bytes:
         raise InvalidArgument(
