@@ -82,6 +82,8 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
+from .errors import clip
+
 log = logging.getLogger(__name__)
 
 SERVICE_PREFIX = "/leaseq.v1.QueueService/"
@@ -532,12 +534,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         for actions, queue in RULES[rpc](request):
             if not principal.allows(actions, queue):
                 what = "/".join(sorted(actions)) if actions != ANY else "any action"
+                shown = clip(queue)  # the request's, not checked yet: any length
                 log.debug(
-                    "denied: principal %r, %s on queue %r (needs %s)", principal.name, rpc, queue, what
+                    "denied: principal %r, %s on queue %r (needs %s)", principal.name, rpc, shown, what
                 )
                 raise _Denied(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"principal {principal.name!r} may not call {rpc} on queue {queue!r} "
+                    f"principal {principal.name!r} may not call {rpc} on queue {shown!r} "
                     f"(needs {what})",
                 )
 
@@ -570,7 +573,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return handler  # health, reflection, unknown methods (UNIMPLEMENTED)
         rpc = method[len(SERVICE_PREFIX) :]
         if rpc not in RULES:
-            return _refusal(handler, grpc.StatusCode.PERMISSION_DENIED, f"{rpc}: no rule allows it")
+            return _refusal(handler, grpc.StatusCode.PERMISSION_DENIED, f"{clip(rpc)}: no rule allows it")
         try:
             credentials = _Credentials(_bearer(details.invocation_metadata))
             if credentials.token is not None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import validation
 from .auth import ANY, Principal
-from .errors import InvalidArgument, LeaseqError, OutOfRange, Unavailable
+from .errors import InvalidArgument, LeaseqError, OutOfRange, Unavailable, clip
 from .longpoll import LongPoll
 from .page_tokens import PageTokens
 from .store import base
@@ -61,7 +61,7 @@ class PermissionDenied(LeaseqError):
     interceptor refuses the call before the handler runs.)"""
 
     def __init__(self, principal: str, action: str, queue: str) -> None:
-        super().__init__(f"principal {principal!r} may not {action} on queue {queue!r}")
+        super().__init__(f"principal {principal!r} may not {action} on queue {clip(queue)!r}")
         self.principal = principal
         self.action = action
         self.queue = queue

@@ -36,7 +36,7 @@ from google.protobuf.message import Message
 from leaseq.v1 import queue_service_pb2 as pb
 
 from .convert import duration_to_seconds, format_seconds
-from .errors import InvalidArgument, OutOfRange
+from .errors import InvalidArgument, OutOfRange, clip
 from .page_tokens import PageTokens
 from .store import base
 
@@ -230,7 +230,7 @@ def update_mask_paths(request: pb.UpdateQueueRequest) -> list[str]:
         name = path.removeprefix("config.")
         if name not in CONFIG_FIELDS:
             raise InvalidArgument(
-                "update_mask", f"unknown path {path!r}: name QueueConfig fields"
+                "update_mask", f"unknown path {clip(path)!r}: name QueueConfig fields"
             )
         if name not in chosen:
             chosen.append(name)
@@ -454,7 +454,7 @@ def update_message(request: pb.UpdateMessageRequest) -> UpdateParams:
         for path in request.update_mask.paths:
             if path not in _UPDATE_PATHS:
                 raise InvalidArgument(
-                    "update_mask", f"unknown path {path!r}: body, attributes, visibility_timeout"
+                    "update_mask", f"unknown path {clip(path)!r}: body, attributes, visibility_timeout"
                 )
             paths.add(path)
     else:
