@@ -55,8 +55,9 @@ logs a token, a digest or a message body; denials are logged at DEBUG with the p
 Reloading: `PolicyFile.current()` looks at the file's (mtime, size, inode) at most once per
 `check_interval` and re-reads it when it changed; SIGHUP (`request_reload`) re-reads at once. A
 file that fails to load is logged and ignored: the previous policy stays in force. A running
-follow stream is checked again against each new policy before each batch it sends, so a revoked
-grant or token ends it with PERMISSION_DENIED / UNAUTHENTICATED.
+follow stream is checked again against each new policy before each batch it leases and before
+each batch it sends (`stream_checks`), so a revoked grant or token ends it with PERMISSION_DENIED /
+UNAUTHENTICATED without leasing another message.
 
 Health and reflection are not QueueService methods: they stay open.
 """
@@ -83,6 +84,7 @@ import grpc.aio
 from google.protobuf.message import Message
 
 from .errors import clip
+from .stream_checks import set_still_allowed
 
 log = logging.getLogger(__name__)
 
@@ -619,15 +621,23 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 policy, _ = self.authorize(credentials, rpc, request, names)
             except _Denied as denied:
                 await context.abort(denied.code, denied.message)
+            checked = [policy]
+
+            async def still_allowed() -> None:
+                if self._policy() is checked[0]:
+                    return
+                # The policy changed while the stream runs: still allowed?
+                try:
+                    checked[0], _ = self.authorize(credentials, rpc, request, names)
+                except _Denied as denied:
+                    await context.abort(denied.code, denied.message)
+
+            # The handler asks too, before it leases more (stream_checks): this call runs in a
+            # task of its own, whose context the variable lives in.
+            set_still_allowed(still_allowed)
             async with aclosing(behaviour(request, context)) as responses:
                 async for response in responses:
-                    current = self._policy()
-                    if current is not policy:
-                        # The policy changed while the stream runs: still allowed?
-                        try:
-                            policy, _ = self.authorize(credentials, rpc, request, names)
-                        except _Denied as denied:
-                            await context.abort(denied.code, denied.message)
+                    await still_allowed()
                     yield response
 
         return guarded
