@@ -280,7 +280,9 @@ class QueueCore:
         attempt_id: str = "",
     ) -> list[DeliveredMessage]:
         """A long poll: the first non-empty batch, or [] after wait_time (None: the queue's
-        receive_wait_time). visibility_timeout None: the queue's."""
+        receive_wait_time). visibility_timeout None: the queue's. A batch holds at most one
+        chunk (`budget.CALL_BYTES`, 8 MiB, plus one message): fewer messages than asked when
+        they are large."""
         self._ready()
         validation.queue_name(name)
         validation.batch_size(max_messages, "max_messages")
@@ -304,7 +306,7 @@ class QueueCore:
             attempt_id=validation.max_length(attempt_id, "attempt_id", validation.MAX_ATTEMPT_ID),
         )
         params = validation.resolve_receive(params, config)
-        return await self.longpoll.receive(params, config.dead_letter_queue)
+        return await self.longpoll.receive_batch(params, config)
 
     async def change_visibility(
         self, principal: Principal | None, name: str, changes: list[VisibilityChange]

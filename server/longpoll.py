@@ -349,20 +349,11 @@ class LongPoll:
         reservation.resize(size + MESSAGE_OVERHEAD * len(messages))
         return size
 
-    async def receive(
+    async def _first_chunk(
         self, params: ReceiveParams, config: QueueConfig
-    ) -> AsyncGenerator[list[DeliveredMessage], None]:
-        """A classic long poll, in chunks of at most `call_bytes` (plus one message).
-
-        It waits for the first non-empty chunk and yields it, or yields [] once at the deadline
-        or drain. When that chunk was cut by bytes (it holds fewer messages than asked and at
-        least half of call_bytes), the next chunk is read, and leased, only when the caller comes
-        back for it, that is after it sent the previous one; and so on up to max_messages or
-        until a chunk comes back short. A receive with an attempt id delivers one chunk only, so
-        that its replay (base.py rule a) repeats exactly what it delivered. When the caller
-        stops (cancel, deadline) while holding a chunk, that chunk's leases are released
-        (`_release_unsent`). OverLimit on the first chunk goes to the caller (RESOURCE_EXHAUSTED:
-        API.md); on a later one the receive ends with what it sent."""
+    ) -> tuple[ReceiveOutcome, Reservation] | None:
+        """The long poll of a receive: its first non-empty chunk and the reservation that holds
+        it, or None at the deadline or drain."""
         assert params.wait_time is not None, "resolve_receive fills wait_time"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + params.wait_time
@@ -386,16 +377,49 @@ class LongPoll:
                     raise
                 self._after_receive(config.dead_letter_queue)
                 if outcome.messages:
-                    break
+                    return outcome, reservation
                 reservation.release()
                 remaining = deadline - loop.time()
                 if remaining <= 0 or self._draining:
-                    yield []
-                    return
+                    return None
                 if self._signals.generation(params.queue) != generation:
                     continue  # something happened during the store call: look again now
                 timer = self._delay_until(outcome.next_visible_at)
                 await waker.wait(remaining if timer is None else min(remaining, timer))
+
+    async def receive_batch(
+        self, params: ReceiveParams, config: QueueConfig
+    ) -> list[DeliveredMessage]:
+        """A long poll for a front end that answers with one body (core.py, the SQS dialect):
+        the first non-empty chunk only (at most call_bytes plus one message; fewer messages than
+        asked when they are large), or [] at the deadline or drain. Its bytes leave the budget
+        when it is returned: the front end's answer is built and sent outside it."""
+        first = await self._first_chunk(params, config)
+        if first is None:
+            return []
+        outcome, reservation = first
+        reservation.release()
+        return outcome.messages
+
+    async def receive(
+        self, params: ReceiveParams, config: QueueConfig
+    ) -> AsyncGenerator[list[DeliveredMessage], None]:
+        """A classic long poll, in chunks of at most `call_bytes` (plus one message).
+
+        It waits for the first non-empty chunk and yields it, or yields [] once at the deadline
+        or drain. When that chunk was cut by bytes (it holds fewer messages than asked and at
+        least half of call_bytes), the next chunk is read, and leased, only when the caller comes
+        back for it, that is after it sent the previous one; and so on up to max_messages or
+        until a chunk comes back short. A receive with an attempt id delivers one chunk only, so
+        that its replay (base.py rule a) repeats exactly what it delivered. When the caller
+        stops (cancel, deadline) while holding a chunk, that chunk's leases are released
+        (`_release_unsent`). OverLimit on the first chunk goes to the caller (RESOURCE_EXHAUSTED:
+        API.md); on a later one the receive ends with what it sent."""
+        first = await self._first_chunk(params, config)
+        if first is None:
+            yield []
+            return
+        outcome, reservation = first
         wanted = params.max_messages
         while True:
             messages = outcome.messages
