@@ -105,7 +105,8 @@ class ByteBudget:
             if waiter.done() and not waiter.cancelled():
                 self._give_back(size)  # granted just as the caller was cancelled
             else:
-                self._waiters.remove(entry)
+                if entry in self._waiters:  # else _grant dropped it already
+                    self._waiters.remove(entry)
                 self._grant()  # the ones behind it may fit now
             raise
         return Reservation(self, size)
@@ -115,7 +116,13 @@ class ByteBudget:
         self._grant()
 
     def _grant(self) -> None:
-        while self._waiters and self._waiters[0][0] <= self.available:
-            size, waiter = self._waiters.popleft()
+        while self._waiters:
+            size, waiter = self._waiters[0]
+            if waiter.done():  # cancelled while it waited: its reserve() is on its way out
+                self._waiters.popleft()
+                continue
+            if size > self.available:
+                return
+            self._waiters.popleft()
             self.available -= size
             waiter.set_result(None)
