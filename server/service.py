@@ -9,7 +9,7 @@ do not parse as the request message (see `add_to_server`).
 
 GetMessages sends, when not following, one response: the batch, or zero messages after wait_time
 (at once when wait_time is 0), so every caller gets server_time. A batch of more than
-`budget.CALL_BYTES` (16 MiB) of messages comes in several responses of the same stream, one per
+`budget.CALL_BYTES` (8 MiB) of messages comes in several responses of the same stream, one per
 chunk that the store read (and leased) only after the previous one was sent, so a client reads the
 stream to its end (see `LongPoll.receive` and `budget`: what one call and the server hold in
 memory is bounded). PeekMessages likewise reads at most one chunk: a page ends early, with a
