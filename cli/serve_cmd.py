@@ -161,7 +161,7 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
 )
 @_option(
     "--grace",
-    type=float,
+    type=click.FloatRange(min=0),
     default=10.0,
     show_default=True,
     help="Seconds that calls in progress get to finish on shutdown.",
