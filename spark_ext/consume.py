@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ..client._leases import reason_of
 from ..client.arrow import MAX_ROWS
-from ._executor import ClientSettings, LeaseKeeper, client_for
+from ._executor import ClientSettings, LeaseKeeper, client_for, progress_logger
 from ._fn_result import FnResultError, row_errors
 from ._preflight import (
     MAX_LEASE_SECONDS,
@@ -338,7 +338,7 @@ def consume_process_ack(
         partition = _partition_id()
         outcome = consume_partition(settings, queue, fn, **options)
         row = dict(partition=partition, **outcome)
-        _log.info("%s", _progress_line(row))
+        progress_logger().info("%s", _progress_line(row))
         yield pa.RecordBatch.from_pylist([row], schema=_CONSUME_SCHEMA)
 
     started = time.monotonic()
