@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from ..client._leases import reason_of
 from ..client.arrow import MAX_ROWS
+from ..client.errors import LeaseqError
 from ._executor import ClientSettings, LeaseKeeper, client_for, progress_logger
 from ._fn_result import FnResultError, row_errors
 from ._preflight import (
@@ -231,13 +232,17 @@ def _progress_line(row: dict[str, Any]) -> str:
 def _put_back(settings: ClientSettings, queue: str, receipts: list[str]) -> int:
     """Release the batches the misused fn was given: visible again at once, with no reason
     (the messages are not at fault). Their one delivery stays counted: a lease cannot be
-    undone. Returns how many were still leased by this job."""
+    undone. Returns how many were still leased by this job (0 when the server could not be
+    asked: then they come back when their leases end, and the misuse is still what to say)."""
     released = 0
-    with driver_client(settings) as client:
-        for start in range(0, len(receipts), MAX_ROWS):
-            chunk = receipts[start : start + MAX_ROWS]
-            results = client.change_visibility(queue, [(r, 0) for r in chunk])
-            released += sum(1 for r in results if r.ok)
+    try:
+        with driver_client(settings) as client:
+            for start in range(0, len(receipts), MAX_ROWS):
+                chunk = receipts[start : start + MAX_ROWS]
+                results = client.change_visibility(queue, [(r, 0) for r in chunk])
+                released += sum(1 for r in results if r.ok)
+    except LeaseqError:
+        _log.warning("consume_process_ack: could not put the misused batches back", exc_info=True)
     return released
 
 
