@@ -147,6 +147,13 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     "next call); 0: never.",
 )
 @_option(
+    "--max-response-mib",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="MiB of messages read and not yet sent, across all calls; a receive waits for room.",
+)
+@_option(
     "--allow-unauthenticated",
     is_flag=True,
     help="Allow a non-loopback --listen without authentication, and a non-loopback "
@@ -154,7 +161,7 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
 )
 @_option(
     "--grace",
-    type=float,
+    type=click.FloatRange(min=0),
     default=10.0,
     show_default=True,
     help="Seconds that calls in progress get to finish on shutdown.",
@@ -186,6 +193,7 @@ def serve(
     max_receive_streams: int,
     max_connections: int,
     max_connection_idle: float,
+    max_response_mib: int,
     pool_min: int | None,
     pool_max: int | None,
     metrics_listen: str | None,
@@ -238,6 +246,7 @@ def serve(
                     max_receive_streams=max_receive_streams,
                     max_connections=max_connections,
                     max_connection_idle=max_connection_idle or None,
+                    response_bytes=max_response_mib * 1024 * 1024,
                 ),
                 health_listen=health_listen,
                 metrics_listen=metrics_listen,

@@ -137,6 +137,7 @@ class LeaseqServer:
     async def shutdown(self, grace: float) -> None:
         await self.drain()
         await self.server.stop(grace)
+        await self.service.settle()  # release what ended streams leased but did not send
         await self.stop_now()
 
     async def stop_now(self) -> None:
@@ -181,7 +182,9 @@ def build(
         + connection_options(max_connection_age, max_connection_age_grace),
         interceptors=interceptors,
     )
-    service = QueueService(store)
+    service = QueueService(
+        store, call_bytes=limits.call_bytes, server_bytes=limits.response_bytes
+    )
     if isinstance(store, ChangeFeed):
         # Replicas over one store: sends through the others wake this one's long polls too.
         store.subscribe(service.longpoll.store_changed)

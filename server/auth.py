@@ -55,8 +55,9 @@ logs a token, a digest or a message body; denials are logged at DEBUG with the p
 Reloading: `PolicyFile.current()` looks at the file's (mtime, size, inode) at most once per
 `check_interval` and re-reads it when it changed; SIGHUP (`request_reload`) re-reads at once. A
 file that fails to load is logged and ignored: the previous policy stays in force. A running
-follow stream is checked again against each new policy before each batch it sends, so a revoked
-grant or token ends it with PERMISSION_DENIED / UNAUTHENTICATED.
+follow stream is checked again against each new policy before each batch it leases and before
+each batch it sends (`stream_checks`), so a revoked grant or token ends it with PERMISSION_DENIED /
+UNAUTHENTICATED without leasing another message.
 
 Health and reflection are not QueueService methods: they stay open.
 """
@@ -81,6 +82,9 @@ from typing import Any
 import grpc
 import grpc.aio
 from google.protobuf.message import Message
+
+from .errors import clip
+from .stream_checks import set_still_allowed
 
 log = logging.getLogger(__name__)
 
@@ -532,12 +536,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         for actions, queue in RULES[rpc](request):
             if not principal.allows(actions, queue):
                 what = "/".join(sorted(actions)) if actions != ANY else "any action"
+                shown = clip(queue)  # the request's, not checked yet: any length
                 log.debug(
-                    "denied: principal %r, %s on queue %r (needs %s)", principal.name, rpc, queue, what
+                    "denied: principal %r, %s on queue %r (needs %s)", principal.name, rpc, shown, what
                 )
                 raise _Denied(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"principal {principal.name!r} may not call {rpc} on queue {queue!r} "
+                    f"principal {principal.name!r} may not call {rpc} on queue {shown!r} "
                     f"(needs {what})",
                 )
 
@@ -570,7 +575,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return handler  # health, reflection, unknown methods (UNIMPLEMENTED)
         rpc = method[len(SERVICE_PREFIX) :]
         if rpc not in RULES:
-            return _refusal(handler, grpc.StatusCode.PERMISSION_DENIED, f"{rpc}: no rule allows it")
+            return _refusal(handler, grpc.StatusCode.PERMISSION_DENIED, f"{clip(rpc)}: no rule allows it")
         try:
             credentials = _Credentials(_bearer(details.invocation_metadata))
             if credentials.token is not None:
@@ -616,15 +621,23 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 policy, _ = self.authorize(credentials, rpc, request, names)
             except _Denied as denied:
                 await context.abort(denied.code, denied.message)
+            checked = [policy]
+
+            async def still_allowed() -> None:
+                if self._policy() is checked[0]:
+                    return
+                # The policy changed while the stream runs: still allowed?
+                try:
+                    checked[0], _ = self.authorize(credentials, rpc, request, names)
+                except _Denied as denied:
+                    await context.abort(denied.code, denied.message)
+
+            # The handler asks too, before it leases more (stream_checks): this call runs in a
+            # task of its own, whose context the variable lives in.
+            set_still_allowed(still_allowed)
             async with aclosing(behaviour(request, context)) as responses:
                 async for response in responses:
-                    current = self._policy()
-                    if current is not policy:
-                        # The policy changed while the stream runs: still allowed?
-                        try:
-                            policy, _ = self.authorize(credentials, rpc, request, names)
-                        except _Denied as denied:
-                            await context.abort(denied.code, denied.message)
+                    await still_allowed()
                     yield response
 
         return guarded

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import validation
 from .auth import ANY, Principal
-from .errors import InvalidArgument, LeaseqError, OutOfRange, Unavailable
+from .errors import InvalidArgument, LeaseqError, OutOfRange, Unavailable, clip
 from .longpoll import LongPoll
 from .page_tokens import PageTokens
 from .store import base
@@ -60,7 +60,7 @@ class PermissionDenied(LeaseqError):
     interceptor refuses the call before the handler runs.)"""
 
     def __init__(self, principal: str, action: str, queue: str) -> None:
-        super().__init__(f"principal {principal!r} may not {action} on queue {queue!r}")
+        super().__init__(f"principal {principal!r} may not {action} on queue {clip(queue)!r}")
         self.principal = principal
         self.action = action
         self.queue = queue
@@ -99,10 +99,7 @@ def check_message(message: NewMessage, index: int, config: QueueConfig) -> NewMe
     """One message to send against its queue's configuration (the checks of
     validation.send_entry, on domain values)."""
     where = f"entries[{index}]"
-    if len(message.attributes) > validation.MAX_ATTRIBUTES:
-        raise InvalidArgument(
-            f"{where}.attributes", f"at most {validation.MAX_ATTRIBUTES} attributes"
-        )
+    validation.attributes(message.attributes, f"{where}.attributes")
     size = base.message_size(message.body, message.attributes)
     if size > config.max_message_bytes:
         raise InvalidArgument(
@@ -282,7 +279,9 @@ class QueueCore:
         attempt_id: str = "",
     ) -> list[DeliveredMessage]:
         """A long poll: the first non-empty batch, or [] after wait_time (None: the queue's
-        receive_wait_time). visibility_timeout None: the queue's."""
+        receive_wait_time). visibility_timeout None: the queue's. A batch holds at most one
+        chunk (`budget.CALL_BYTES`, 8 MiB, plus one message): fewer messages than asked when
+        they are large."""
         self._ready()
         validation.queue_name(name)
         validation.batch_size(max_messages, "max_messages")
@@ -306,7 +305,7 @@ class QueueCore:
             attempt_id=validation.max_length(attempt_id, "attempt_id", validation.MAX_ATTEMPT_ID),
         )
         params = validation.resolve_receive(params, config)
-        return await self.longpoll.receive(params, config.dead_letter_queue)
+        return await self.longpoll.receive_batch(params, config)
 
     async def change_visibility(
         self, principal: Principal | None, name: str, changes: list[VisibilityChange]

@@ -26,6 +26,20 @@ if TYPE_CHECKING:
 
 ERROR_DOMAIN = "leaseq.v1"
 
+# How much of a value a client sent may be echoed (error messages, error details, log lines).
+ECHO_CHARS = 120
+
+
+def clip(value: object, limit: int = ECHO_CHARS) -> str:
+    """A client's value as an error message, an error detail or a log line may show it: at most
+    `limit` characters, then how many were left out. Every echo of a client's value goes through
+    this: a 32 MiB queue name once made a 32 MiB access-log line, and a PERMISSION_DENIED whose
+    trailers gRPC refused to send (RESOURCE_EXHAUSTED)."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}...({len(text) - limit} more characters)"
+
 
 class LeaseqError(Exception):
     """Base of every error the service reports to a caller on purpose."""
@@ -48,19 +62,19 @@ class OutOfRange(InvalidArgument):
 
 class QueueNotFound(LeaseqError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"queue {name!r} does not exist")
+        super().__init__(f"queue {clip(name)!r} does not exist")
         self.name = name
 
 
 class QueueAlreadyExists(LeaseqError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"queue {name!r} already exists with another configuration")
+        super().__init__(f"queue {clip(name)!r} already exists with another configuration")
         self.name = name
 
 
 class QueueInUse(LeaseqError):
     def __init__(self, name: str, used_by: str) -> None:
-        super().__init__(f"queue {name!r} is the dead letter queue of {used_by!r}")
+        super().__init__(f"queue {clip(name)!r} is the dead letter queue of {clip(used_by)!r}")
         self.name = name
         self.used_by = used_by
 
@@ -69,7 +83,7 @@ class OverLimit(LeaseqError):
     """The queue holds max_in_flight leased messages. retry_at: when the earliest lease ends."""
 
     def __init__(self, name: str, limit: int, retry_at: float | None = None) -> None:
-        super().__init__(f"queue {name!r} has {limit} messages in flight (max_in_flight)")
+        super().__init__(f"queue {clip(name)!r} has {limit} messages in flight (max_in_flight)")
         self.name = name
         self.limit = limit
         self.retry_at = retry_at
@@ -102,7 +116,7 @@ def to_rpc_status(error: LeaseqError) -> status_pb2.Status:
             error_details_pb2.ErrorInfo(
                 reason=reason,
                 domain=ERROR_DOMAIN,
-                metadata={k: str(v) for k, v in metadata.items()},
+                metadata={k: clip(v) for k, v in metadata.items()},
             )
         )
 

@@ -19,6 +19,10 @@
   streams) run at once in this server; the next one is refused with RESOURCE_EXHAUSTED (ErrorInfo
   TOO_MANY_STREAMS, RetryInfo) at once, before it touches the store. A stream frees its slot the
   moment it ends, is cancelled, or its deadline passes (gRPC cancels the handler then).
+- Memory of responses (`budget`): one store read of a receive or peek takes at most `call_bytes`
+  (8 MiB) plus one message, and is sent before the next one is read; across all calls at most
+  `response_bytes` (256 MiB, `leaseq serve --max-response-mib`) of messages are read and not yet
+  sent: a call waits for room before it reads.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from .budget import CALL_BYTES, SERVER_BYTES
 from .errors import ERROR_DOMAIN
 from .service import MAX_GRPC_MESSAGE_BYTES, SERVICE_NAME
 from .validation import MAX_ATTEMPT_ID, MAX_CHANNEL, MAX_DEDUP_ID
@@ -70,6 +75,10 @@ class Limits:
     """Client connections open at once on the gRPC port; more are closed when accepted."""
     max_connection_idle: float | None = MAX_CONNECTION_IDLE
     """Seconds without a call after which a connection is closed; None or 0: never."""
+    call_bytes: int = CALL_BYTES
+    """Bytes of messages one store read of a receive or peek takes (plus one message)."""
+    response_bytes: int = SERVER_BYTES
+    """Bytes of messages read and not yet sent, across all calls; a call waits for room."""
 
     def server_options(self) -> list[tuple[str, int]]:
         return [

@@ -31,6 +31,7 @@ from typing import IO, Any, cast
 import grpc
 import grpc.aio
 
+from .errors import clip
 from .interceptors import Observation, observe, split_method
 
 REQUEST_ID_KEY = "x-request-id"
@@ -98,7 +99,7 @@ class _Access(Observation):
         self.peer = context.peer()
         self.service = service
         self.method = method
-        self.queue = _queue_of(request)
+        self.queue = clip(_queue_of(request))  # not checked yet: any length
         self.started = time.perf_counter()
 
     def end(self, code: grpc.StatusCode) -> None:

@@ -91,11 +91,13 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
+from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, Reservation, read_estimate
 from .clock import Clock
 from .errors import OverLimit
 from .store.base import (
@@ -103,12 +105,18 @@ from .store.base import (
     LeaseResult,
     LeaseStatus,
     NewMessage,
+    QueueConfig,
+    ReceiveOutcome,
     SendOutcome,
     Store,
     VisibilityChange,
     channel_matches,
+    message_size,
 )
+from .stream_checks import check_still_allowed
 from .validation import ReceiveParams
+
+log = logging.getLogger(__name__)
 
 # Event-loop timers for store-time instants fire this much late, so that the store, reading its
 # own clock when woken, usually sees the lease or delay already ended (loop timers may fire a
@@ -230,6 +238,7 @@ class QueueSignals:
         self._clock = clock
         self._signals: dict[str, _Signal] = {}
         self.woken = 0  # queue wake-ups handed out so far (`leaseq bench`, tests)
+        self.broadcasts = 0  # wake-ups of every waiter of a queue (rare events; tests)
 
     # --- the waiter's side ------------------------------------------------------------------
 
@@ -347,6 +356,7 @@ class QueueSignals:
         """Every waiter of queue looks again; paused follow streams check their room."""
         signal = self._signals.get(queue)
         if signal is not None:
+            self.broadcasts += 1
             for waker in list(signal.wakers):
                 signal.unpark(waker)
                 waker.wake()
@@ -520,11 +530,17 @@ class LongPoll:
     """The receive side of the service: long polls, follow streams, and the events that wake
     them. One per server; every method runs on the server's event loop."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self, store: Store, budget: ByteBudget | None = None, call_bytes: int = CALL_BYTES
+    ) -> None:
         self._store = store
         self._signals = QueueSignals(store.clock)
         self._registry = LeaseRegistry()
         self._draining = False
+        self.budget = budget if budget is not None else ByteBudget(SERVER_BYTES)
+        self.call_bytes = call_bytes  # max_bytes of every store read (budget.py)
+        self._releases: set[asyncio.Task[None]] = set()
+        self.released = 0  # leases released because their stream ended before sending them
 
     # --- events reported by the service ---------------------------------------------------
 
@@ -565,9 +581,9 @@ class LongPoll:
             elif result.visible_at is not None:
                 # Shorter or longer: a shorter lease must wake a waiter at its new end.
                 self.lease_moved(queue, result.key, result.visible_at)
-        self.released(queue, released)
+        self.lease_released(queue, released)
 
-    def released(self, queue: str, keys: Iterable[int]) -> None:
+    def lease_released(self, queue: str, keys: Iterable[int]) -> None:
         """These leased messages are visible again (visibility set to 0): their leases no
         longer count, and waiters may take them."""
         keys = list(keys)
@@ -636,6 +652,12 @@ class LongPoll:
         return self._signals.parks(queue)
 
     @property
+    def broadcasts(self) -> int:
+        """Times every waiter of a queue was woken at once (UpdateQueue, the change feed's
+        safety net, ...): tests that count wake-ups allow for them."""
+        return self._signals.broadcasts
+
+    @property
     def woken(self) -> int:
         """Queue wake-ups handed out since the start (each may cost a store call)."""
         return self._signals.woken
@@ -657,13 +679,27 @@ class LongPoll:
             self._signals.wake(dead_letter_queue, 1, chain=True)
         if messages:
             ends = [m.visible_at for m in messages if m.visible_at > now]
-            self._signals.delivered(queue, len(messages), want, chain, min(ends, default=None))
+            # A chunk cut by bytes may have left more behind, like a full one (rule 3).
+            cut = sum(message_size(m.body, m.attributes) for m in messages) >= self.call_bytes
+            got = want if cut else len(messages)
+            self._signals.delivered(queue, got, want, chain, min(ends, default=None))
 
-    async def receive(
-        self, params: ReceiveParams, dead_letter_queue: str | None = None
-    ) -> list[DeliveredMessage]:
-        """A classic long poll: the first non-empty batch, or [] at the deadline or drain.
-        OverLimit goes to the caller (RESOURCE_EXHAUSTED: API.md)."""
+    async def _reserve(self, max_messages: int, max_message_bytes: int) -> Reservation:
+        return await self.budget.reserve(
+            read_estimate(max_messages, max_message_bytes, self.call_bytes)
+        )
+
+    def _hold(self, reservation: Reservation, messages: list[DeliveredMessage]) -> int:
+        """Shrink the reservation to what the read returned; returns those bytes."""
+        size = sum(message_size(m.body, m.attributes) for m in messages)
+        reservation.resize(size + MESSAGE_OVERHEAD * len(messages))
+        return size
+
+    async def _first_chunk(
+        self, params: ReceiveParams, config: QueueConfig
+    ) -> tuple[ReceiveOutcome, Reservation] | None:
+        """The long poll of a receive: its first non-empty chunk and the reservation that holds
+        it, or None at the deadline or drain."""
         assert params.wait_time is not None, "resolve_receive fills wait_time"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + params.wait_time
@@ -671,31 +707,115 @@ class LongPoll:
         waker = Waker(params.channel_filter)
         with self._signals.subscribe(queue, waker):
             while True:
+                reservation = await self._reserve(params.max_messages, config.max_message_bytes)
                 chain = self._signals.look(queue, waker)
                 now = self._store.clock.now()
-                outcome = await self._store.receive(
-                    queue,
-                    want,
-                    params.visibility_timeout,
-                    params.channel_filter,
-                    params.attempt_id,
+                try:
+                    outcome = await self._store_receive(
+                        params.queue,
+                        params.max_messages,
+                        params.visibility_timeout,
+                        params.channel_filter,
+                        params.attempt_id,
+                        max_bytes=self.call_bytes,
+                    )
+                except BaseException:
+                    reservation.release()
+                    raise
+                self._after_look(
+                    queue, outcome.messages, want, chain, now, config.dead_letter_queue
                 )
-                self._after_look(queue, outcome.messages, want, chain, now, dead_letter_queue)
                 if outcome.messages:
-                    return outcome.messages
+                    return outcome, reservation
+                reservation.release()
                 remaining = deadline - loop.time()
                 if remaining <= 0 or self._draining:
-                    return []
+                    return None
                 if waker.owed:
                     continue  # woken during the look: look again now (rule 1)
                 with self._signals.parked(queue, waker, want, outcome.next_visible_at):
                     await waker.wait(remaining)
 
+    async def receive_batch(
+        self, params: ReceiveParams, config: QueueConfig
+    ) -> list[DeliveredMessage]:
+        """A long poll for a front end that answers with one body (core.py, the SQS dialect):
+        the first non-empty chunk only (at most call_bytes plus one message; fewer messages than
+        asked when they are large), or [] at the deadline or drain. Its bytes leave the budget
+        when it is returned: the front end's answer is built and sent outside it."""
+        first = await self._first_chunk(params, config)
+        if first is None:
+            return []
+        outcome, reservation = first
+        reservation.release()
+        return outcome.messages
+
+    async def receive(
+        self, params: ReceiveParams, config: QueueConfig
+    ) -> AsyncGenerator[list[DeliveredMessage], None]:
+        """A classic long poll, in chunks of at most `call_bytes` (plus one message).
+
+        It waits for the first non-empty chunk and yields it, or yields [] once at the deadline
+        or drain. When that chunk was cut by bytes (it holds fewer messages than asked and at
+        least half of call_bytes), the next chunk is read, and leased, only when the caller comes
+        back for it, that is after it sent the previous one; and so on up to max_messages or
+        until a chunk comes back short. A receive with an attempt id delivers one chunk only, so
+        that its replay (base.py rule a) repeats exactly what it delivered. When the caller
+        stops (cancel, deadline) while holding a chunk, that chunk's leases are released
+        (`_release_unsent`). OverLimit on the first chunk goes to the caller (RESOURCE_EXHAUSTED:
+        API.md); on a later one the receive ends with what it sent."""
+        first = await self._first_chunk(params, config)
+        if first is None:
+            yield []
+            return
+        outcome, reservation = first
+        wanted = params.max_messages
+        while True:
+            messages = outcome.messages
+            size = self._hold(reservation, messages)
+            with reservation:
+                with self._unsent(params.queue, messages):
+                    yield messages
+            wanted -= len(messages)
+            # Sent: drop this chunk before reading the next, so that two are never held at once.
+            messages = outcome = None  # type: ignore[assignment]
+            if wanted <= 0 or params.attempt_id or self._draining or size < self.call_bytes // 2:
+                return
+            reservation = await self._reserve(wanted, config.max_message_bytes)
+            now = self._store.clock.now()
+            try:
+                outcome = await self._store_receive(
+                    params.queue,
+                    wanted,
+                    params.visibility_timeout,
+                    params.channel_filter,
+                    max_bytes=self.call_bytes,
+                )
+            except OverLimit:
+                reservation.release()
+                return
+            except BaseException:
+                reservation.release()
+                raise
+            self._after_look(
+                params.queue, outcome.messages, wanted, False, now, config.dead_letter_queue
+            )
+            if not outcome.messages:
+                reservation.release()
+                return
+
     async def follow(
-        self, params: ReceiveParams, dead_letter_queue: str | None = None
+        self, params: ReceiveParams, config: QueueConfig
     ) -> AsyncGenerator[list[DeliveredMessage], None]:
         """Batches as messages become visible, until drain (or the caller stops iterating).
-        Pauses while the stream holds max_outstanding unsettled leases."""
+
+        Pauses while the stream holds max_outstanding unsettled leases. Each batch is at most
+        `call_bytes` plus one message, and the next one is read (and leased) only when the
+        caller comes back, after it sent this one: gRPC's flow control holds a stream whose
+        client does not read in its `yield`, so such a stream leases one batch and no more. Before
+        each read the stream's permission is checked again (`stream_checks`): a stream whose
+        grant was revoked leases nothing more. When the stream ends (cancel, deadline, drain,
+        revoked grant) the batch it holds but did not send is released (`_release_unsent`)."""
         queue = params.queue
         clock = self._store.clock
         waker = Waker(params.channel_filter)
@@ -712,30 +832,51 @@ class LongPoll:
                     with self._timer(tracker.next_end(), waker.ring):
                         await waker.wait(None)
                     continue
-                want = min(params.max_messages, room)
+                await check_still_allowed()
+                wanted = min(params.max_messages, room)
+                reservation = await self._reserve(wanted, config.max_message_bytes)
                 chain = self._signals.look(queue, waker)
+                now = clock.now()
                 try:
-                    outcome = await self._store.receive(
-                        queue, want, params.visibility_timeout, params.channel_filter
+                    outcome = await self._store_receive(
+                        queue,
+                        wanted,
+                        params.visibility_timeout,
+                        params.channel_filter,
+                        max_bytes=self.call_bytes,
                     )
                 except OverLimit as err:
+                    reservation.release()
                     # The queue's in-flight limit: a follow stream waits (API.md) for a delete
                     # or release, or the earliest lease end (retry_at).
-                    self._after_look(queue, [], want, chain, now, dead_letter_queue)
+                    self._after_look(queue, [], wanted, chain, now, config.dead_letter_queue)
                     if not waker.owed and not self._signals.room_freed(queue, waker):
-                        with self._signals.parked(queue, waker, want, err.retry_at, limited=True):
+                        with self._signals.parked(
+                            queue, waker, wanted, err.retry_at, limited=True
+                        ):
                             await waker.wait(None)
                     continue
-                self._after_look(queue, outcome.messages, want, chain, now, dead_letter_queue)
+                except BaseException:
+                    reservation.release()
+                    raise
+                self._after_look(
+                    queue, outcome.messages, wanted, chain, now, config.dead_letter_queue
+                )
                 if outcome.messages:
                     leased = [m for m in outcome.messages if m.visible_at > now]
                     for message in leased:
                         tracker.add(message.key, message.visible_at)
                     self._registry.claim(queue, (m.key for m in leased), tracker)
-                    yield outcome.messages
+                    self._hold(reservation, outcome.messages)
+                    with reservation:
+                        with self._unsent(queue, outcome.messages):
+                            yield outcome.messages
+                    # Sent: dropped before the next read, so that two are never held at once.
+                    outcome = leased = None  # type: ignore[assignment]
                     continue
+                reservation.release()
                 if not waker.owed:
-                    with self._signals.parked(queue, waker, want, outcome.next_visible_at):
+                    with self._signals.parked(queue, waker, wanted, outcome.next_visible_at):
                         await waker.wait(None)
 
     @contextmanager
@@ -747,3 +888,79 @@ class LongPoll:
         finally:
             if handle is not None:
                 handle.cancel()
+
+    # --- releasing what a gone stream did not send -------------------------------------------
+
+    async def _store_receive(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float | None,
+        channel_filter: str,
+        attempt_id: str = "",
+        *,
+        max_bytes: int,
+    ) -> ReceiveOutcome:
+        """store.receive, shielded from the stream's cancellation: a store may finish a receive
+        whose caller is gone (SQLite's writer thread does; PostgreSQL would roll back only on
+        the way), and what it leased then has nobody to go to. So the receive always finishes,
+        and a cancelled stream's messages are released when it does."""
+        call = asyncio.ensure_future(
+            self._store.receive(
+                queue, max_messages, visibility_timeout, channel_filter, attempt_id,
+                max_bytes=max_bytes,
+            )
+        )
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            call.add_done_callback(lambda done: self._release_finished(queue, done))
+            raise
+
+    def _release_finished(self, queue: str, done: asyncio.Future[ReceiveOutcome]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self._release_unsent(queue, done.result().messages)
+
+    @contextmanager
+    def _unsent(self, queue: str, messages: list[DeliveredMessage]) -> Iterator[None]:
+        """Around the yield of a chunk: when the caller never comes back for the next one (the
+        stream was cancelled, hit its deadline, or was closed while sending this one), the
+        chunk's leases are released."""
+        try:
+            yield
+        except BaseException:
+            self._release_unsent(queue, messages)
+            raise
+
+    def _release_unsent(self, queue: str, messages: list[DeliveredMessage]) -> None:
+        """Release (ChangeVisibility 0) the leases of messages a stream took but did not send,
+        so they are visible again at once instead of when their lease ends.
+
+        It runs as a task of its own: the stream's task is being cancelled. The store counts
+        those deliveries (delivery_count stays raised: base.py has no "undeliver", and a count
+        that errs high is the safe side of max_delivery_count's at-least-once promise)."""
+        now = self._store.clock.now()
+        receipts = [m.receipt for m in messages if m.visible_at > now]
+        if not receipts:
+            return
+        task = asyncio.get_running_loop().create_task(self._release(queue, receipts))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _release(self, queue: str, receipts: list[str]) -> None:
+        changes = [VisibilityChange(receipt, 0.0) for receipt in receipts]
+        try:
+            results = await self._store.change_visibility(queue, changes)
+        except Exception as error:  # the store closing at shutdown, the queue deleted, ...
+            log.info("could not release %d unsent messages of %r: %s", len(changes), queue, error)
+            return
+        self.released += sum(r.status == LeaseStatus.OK for r in results)
+        self.lease_released(
+            queue, [r.key for r in results if r.status == LeaseStatus.OK and r.key]
+        )
+
+    async def settle_releases(self, timeout: float = 10.0) -> None:
+        """Until the releases of ended streams are done, at most timeout seconds (the server's
+        shutdown awaits this before it closes the store; one release is one store call)."""
+        if self._releases:
+            await asyncio.wait(list(self._releases), timeout=timeout)

@@ -176,8 +176,9 @@ class Metrics:
             except KeyError:
                 pass
 
-    def serve_http(self, listen: str) -> MetricsEndpoint:
-        return MetricsEndpoint.start(listen, self.registry)
+    def serve_http(self, listen: str, **limits: Any) -> MetricsEndpoint:
+        """limits: MetricsEndpoint.start's max_connections and idle_timeout."""
+        return MetricsEndpoint.start(listen, self.registry, **limits)
 
 
 class _RpcMetrics(Observation):
@@ -363,12 +364,21 @@ class StoreCollector(Collector):
 # --- the endpoint -------------------------------------------------------------------------------
 
 
+ENDPOINT_MAX_CONNECTIONS = 64
+"""Connections the /metrics endpoint serves at once (a thread each); more are closed at once."""
+ENDPOINT_IDLE_TIMEOUT = 10.0
+"""Seconds a /metrics connection may stay silent before it is closed."""
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         pass  # no line per scrape on stderr
 
 
-def _server_class(host: str) -> type[WSGIServer]:
+def _server_class(host: str, max_connections: int) -> type[WSGIServer]:
+    """A threading WSGI server that serves at most max_connections connections at once: each
+    holds a thread and a file descriptor, so a flood of idle connections must not be able to
+    take them all (the handler's timeout closes the idle ones)."""
     try:
         ipv6 = ipaddress.ip_address(host).version == 6
     except ValueError:
@@ -377,6 +387,28 @@ def _server_class(host: str) -> type[WSGIServer]:
     class _Server(ThreadingMixIn, WSGIServer):
         daemon_threads = True
         address_family = socket.AF_INET6 if ipv6 else socket.AF_INET
+        slots = threading.BoundedSemaphore(max_connections)
+
+        def process_request(self, request: Any, client_address: Any) -> None:
+            if not self.slots.acquire(blocking=False):
+                self.shutdown_request(request)  # full: closed at once, not queued
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request: Any, client_address: Any) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.slots.release()
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            # A client that went silent (the handler's timeout) or away: nothing to report
+            # (the base class prints a traceback to stderr).
+            pass
 
     return _Server
 
@@ -390,7 +422,14 @@ class MetricsEndpoint:
         self.port: int = httpd.server_address[1]
 
     @classmethod
-    def start(cls, listen: str, registry: CollectorRegistry) -> MetricsEndpoint:
+    def start(
+        cls,
+        listen: str,
+        registry: CollectorRegistry,
+        *,
+        max_connections: int = ENDPOINT_MAX_CONNECTIONS,
+        idle_timeout: float = ENDPOINT_IDLE_TIMEOUT,
+    ) -> MetricsEndpoint:
         """Bind now (StartupError, one line, when the address is bad or in use), serve in a thread."""
         try:
             address = parse_listen(listen, example_port=9090)
@@ -401,8 +440,9 @@ class MetricsEndpoint:
                 address.host,
                 address.port,
                 make_wsgi_app(registry),
-                _server_class(address.host),
-                handler_class=_QuietHandler,
+                _server_class(address.host, max_connections),
+                # StreamRequestHandler.timeout: a silent connection is closed after it.
+                handler_class=type("_Handler", (_QuietHandler,), {"timeout": idle_timeout}),
             )
         except OSError as error:
             if error.errno == errno.EADDRINUSE:

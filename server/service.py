@@ -7,10 +7,13 @@ answered INTERNAL without details, so a bug never crashes the server or leaks in
 input is always caught by validation first and never reaches INTERNAL; that includes bytes that
 do not parse as the request message (see `add_to_server`).
 
-GetMessages sends, when not following, exactly one response: the batch, or zero messages after
-wait_time (at once when wait_time is 0), so every caller gets server_time. The only exception is
-a batch too big for one gRPC message (RESPONSE_BUDGET): it is split over consecutive responses of
-the same stream, so a client reads the stream to its end.
+GetMessages sends, when not following, one response: the batch, or zero messages after wait_time
+(at once when wait_time is 0), so every caller gets server_time. A batch of more than
+`budget.CALL_BYTES` (8 MiB) of messages comes in several responses of the same stream, one per
+chunk that the store read (and leased) only after the previous one was sent, so a client reads the
+stream to its end (see `LongPoll.receive` and `budget`: what one call and the server hold in
+memory is bounded). PeekMessages likewise reads at most one chunk: a page ends early, with a
+next_page_token, after CALL_BYTES.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 
 from . import convert, validation
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
+from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, read_estimate
 from .longpoll import LongPoll
 from .page_tokens import PageTokens
-from .store.base import DeliveredMessage, NewMessage, Store
+from .store.base import DeliveredMessage, NewMessage, PeekPage, Store, message_size
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,12 @@ common cases. Clients should raise their own limits to match."""
 
 RESPONSE_BUDGET = MAX_GRPC_MESSAGE_BYTES - 8 * 1024 * 1024
 """Bytes of messages put into one GetMessages/PeekMessages response; the margin covers framing
-and one more message of the largest size, so a response never exceeds the limit."""
+and one more message of the largest size, so a response never exceeds the limit. A store chunk
+(CALL_BYTES plus one message) is well under it, so this split is only a safety net."""
+
+LARGEST_MESSAGE_BYTES = 8 * 1024 * 1024
+"""max_message_bytes' maximum: what a peek, which does not read the queue's config, reserves per
+message before its read."""
 
 DRAIN_RETRY_AFTER = 1.0
 
@@ -109,9 +118,19 @@ def _streaming(
 
 
 class QueueService(pb_grpc.QueueServiceServicer):
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        call_bytes: int = CALL_BYTES,
+        server_bytes: int = SERVER_BYTES,
+    ) -> None:
+        """call_bytes: max_bytes of each store read of a receive or peek; server_bytes: the
+        budget of messages read but not yet sent, across all calls (`budget`)."""
         self._store = store
-        self.longpoll = LongPoll(store)
+        self.budget = ByteBudget(server_bytes)
+        self.call_bytes = call_bytes
+        self.longpoll = LongPoll(store, self.budget, call_bytes)
         self._page_tokens: PageTokens | None = None
 
     @property
@@ -126,6 +145,11 @@ class QueueService(pb_grpc.QueueServiceServicer):
     def drain(self) -> None:
         """New RPCs get UNAVAILABLE; follow streams end; waiting long polls answer now."""
         self.longpoll.drain()
+
+    async def settle(self) -> None:
+        """Until the leases that ended streams took but did not send are released: the server's
+        shutdown awaits this after its calls ended, before the store closes."""
+        await self.longpoll.settle_releases()
 
     @property
     def draining(self) -> bool:
@@ -240,14 +264,26 @@ class QueueService(pb_grpc.QueueServiceServicer):
         config = (await self._store.get_queue(params.queue)).config
         params = validation.resolve_receive(params, config)
         if not params.follow:
-            messages = await self.longpoll.receive(params, config.dead_letter_queue)
-            for response in self._batches(messages, always=True):
-                yield response
-            return
-        async with aclosing(self.longpoll.follow(params, config.dead_letter_queue)) as batches:
-            async for messages in batches:
-                for response in self._batches(messages, always=False):
+            async with aclosing(self.longpoll.receive(params, config)) as chunks:
+                async for response in self._responses(chunks, always=True):
                     yield response
+            return
+        async with aclosing(self.longpoll.follow(params, config)) as batches:
+            async for response in self._responses(batches, always=False):
+                yield response
+
+    async def _responses(
+        self, chunks: AsyncIterator[list[DeliveredMessage]], *, always: bool
+    ) -> AsyncGenerator[pb.GetMessagesResponse, None]:
+        """The responses of each chunk; a chunk and its responses are dropped once sent, before
+        the next chunk is read (budget.py: one call holds one chunk)."""
+        async for messages in chunks:
+            responses = self._batches(messages, always=always)
+            messages = None  # type: ignore[assignment]  # _batches holds it while it converts
+            for response in responses:
+                yield response
+                response = None  # type: ignore[assignment]
+            responses = None  # type: ignore[assignment]
 
     def _batches(
         self, messages: list[DeliveredMessage], *, always: bool
@@ -277,14 +313,26 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, request: pb.PeekMessagesRequest, context
     ) -> pb.PeekMessagesResponse:
         params = validation.peek_messages(request, self._tokens)
-        page = await self._store.peek(
-            params.queue,
-            params.max_messages,
-            params.channel_filter,
-            params.include_leased,
-            params.include_delayed,
-            params.after,
-        )
+        with await self.budget.reserve(
+            read_estimate(params.max_messages, LARGEST_MESSAGE_BYTES, self.call_bytes)
+        ) as reservation:
+            page = await self._store.peek(
+                params.queue,
+                params.max_messages,
+                params.channel_filter,
+                params.include_leased,
+                params.include_delayed,
+                params.after,
+                max_bytes=self.call_bytes,
+            )
+            reservation.resize(
+                sum(message_size(m.body, m.attributes) + MESSAGE_OVERHEAD for m in page.messages)
+            )
+            return self._peek_response(params, page)
+
+    def _peek_response(
+        self, params: validation.PeekParams, page: PeekPage
+    ) -> pb.PeekMessagesResponse:
         messages: list[pb.PeekedMessage] = []
         cursor, size = page.next_cursor, 0
         for index, message in enumerate(page.messages):
@@ -357,7 +405,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
             visibility_timeout=params.visibility_timeout,
         )
         if params.visibility_timeout == 0:
-            self.longpoll.released(params.queue, [updated.key])
+            self.longpoll.lease_released(params.queue, [updated.key])
         elif params.visibility_timeout is not None:
             self.longpoll.lease_moved(params.queue, updated.key, updated.visible_at)
         return pb.UpdateMessageResponse(

@@ -36,7 +36,7 @@ from google.protobuf.message import Message
 from leaseq.v1 import queue_service_pb2 as pb
 
 from .convert import duration_to_seconds, format_seconds
-from .errors import InvalidArgument, OutOfRange
+from .errors import InvalidArgument, OutOfRange, clip
 from .page_tokens import PageTokens
 from .store import base
 
@@ -125,10 +125,34 @@ def optional_duration(
     return duration(getattr(message, name), prefix + name, minimum, maximum)
 
 
+NUL = "\x00"
+
+
 def max_length(value: str, field: str, limit: int) -> str:
+    """A text field the store keeps or matches: at most limit characters, and no U+0000 (see
+    `no_nul`)."""
     if len(value) > limit:
         raise InvalidArgument(field, f"at most {limit} characters (got {len(value)})")
+    return no_nul(value, field)
+
+
+def no_nul(value: str, field: str) -> str:
+    """U+0000 is refused in every text field, on every store: PostgreSQL's text cannot hold it
+    (it answered INTERNAL, and failed a whole send batch for one entry), and one rule for all
+    stores keeps a message portable between them."""
+    if NUL in value:
+        raise InvalidArgument(field, "must not contain U+0000 (NUL)")
     return value
+
+
+def attributes(values: dict[str, str], field: str) -> dict[str, str]:
+    """Message attributes: at most MAX_ATTRIBUTES, no U+0000 in a key or a value."""
+    if len(values) > MAX_ATTRIBUTES:
+        raise InvalidArgument(field, f"at most {MAX_ATTRIBUTES} attributes")
+    for key, value in values.items():
+        if NUL in key or NUL in value:
+            raise InvalidArgument(field, "must not contain U+0000 (NUL) in a key or a value")
+    return values
 
 
 def channel_filter(value: str, field: str = "channel_filter") -> str:
@@ -206,7 +230,7 @@ def update_mask_paths(request: pb.UpdateQueueRequest) -> list[str]:
         name = path.removeprefix("config.")
         if name not in CONFIG_FIELDS:
             raise InvalidArgument(
-                "update_mask", f"unknown path {path!r}: name QueueConfig fields"
+                "update_mask", f"unknown path {clip(path)!r}: name QueueConfig fields"
             )
         if name not in chosen:
             chosen.append(name)
@@ -283,10 +307,8 @@ def send_entry(entry: pb.SendEntry, index: int, config: base.QueueConfig) -> bas
         if len(body) <= config.max_message_bytes:
             return base.NewMessage(body, {}, "", None, None, "")
     body = entry.body
-    attributes = dict(entry.attributes) if entry.attributes else {}
-    if len(attributes) > MAX_ATTRIBUTES:
-        raise InvalidArgument(f"entries[{index}].attributes", f"at most {MAX_ATTRIBUTES} attributes")
-    size = base.message_size(body, attributes) if attributes else len(body)
+    attrs = attributes(dict(entry.attributes), f"entries[{index}].attributes") if entry.attributes else {}
+    size = base.message_size(body, attrs) if attrs else len(body)
     if size > config.max_message_bytes:
         raise InvalidArgument(
             f"entries[{index}].body",
@@ -294,16 +316,16 @@ def send_entry(entry: pb.SendEntry, index: int, config: base.QueueConfig) -> bas
             f"{config.max_message_bytes}",
         )
     channel, dedup_id = entry.channel, entry.dedup_id
-    if len(channel) > MAX_CHANNEL:
+    if channel and (len(channel) > MAX_CHANNEL or NUL in channel):
         max_length(channel, f"entries[{index}].channel", MAX_CHANNEL)
-    if len(dedup_id) > MAX_DEDUP_ID:
+    if dedup_id and (len(dedup_id) > MAX_DEDUP_ID or NUL in dedup_id):
         max_length(dedup_id, f"entries[{index}].dedup_id", MAX_DEDUP_ID)
     delay = ttl = None
     if entry.HasField("delay"):
         delay = duration(entry.delay, f"entries[{index}].delay", 0.0, config.message_retention)
     if entry.HasField("ttl"):
         ttl = duration(entry.ttl, f"entries[{index}].ttl", MIN_TTL, config.message_retention)
-    return base.NewMessage(body, attributes, channel, delay, ttl, dedup_id)
+    return base.NewMessage(body, attrs, channel, delay, ttl, dedup_id)
 
 
 # --- receive / peek ---------------------------------------------------------------------------
@@ -432,16 +454,14 @@ def update_message(request: pb.UpdateMessageRequest) -> UpdateParams:
         for path in request.update_mask.paths:
             if path not in _UPDATE_PATHS:
                 raise InvalidArgument(
-                    "update_mask", f"unknown path {path!r}: body, attributes, visibility_timeout"
+                    "update_mask", f"unknown path {clip(path)!r}: body, attributes, visibility_timeout"
                 )
             paths.add(path)
     else:
         paths = {"body", "attributes"}
         if request.HasField("visibility_timeout"):
             paths.add("visibility_timeout")
-    attributes = dict(request.attributes) if "attributes" in paths else None
-    if attributes is not None and len(attributes) > MAX_ATTRIBUTES:
-        raise InvalidArgument("attributes", f"at most {MAX_ATTRIBUTES} attributes")
+    attrs = attributes(dict(request.attributes), "attributes") if "attributes" in paths else None
     vt = None
     if "visibility_timeout" in paths:
         if not request.HasField("visibility_timeout"):
@@ -451,7 +471,7 @@ def update_message(request: pb.UpdateMessageRequest) -> UpdateParams:
         queue=name,
         receipt=request.receipt,
         body=request.body if "body" in paths else None,
-        attributes=attributes,
+        attributes=attrs,
         visibility_timeout=vt,
     )
 

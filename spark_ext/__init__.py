@@ -6,7 +6,10 @@
   A plain DataFrame runs again on every action: see its docstring for the safe forms.
 - ``consume_process_ack(spark, queue, fn, target=..., num_partitions=...)``: the at-least-once
   bulk consumer: lease a batch, call ``fn``, ack what it succeeded with, release the rest with
-  a reason, extending leases while ``fn`` runs; all inside one task.
+  a reason, extending leases while ``fn`` runs; all inside one task. Misuse raises in the
+  driver (bad arguments or target before the job; ``FnResultError`` for a return value of
+  ``fn`` that is not one of the accepted shapes, the messages put back); failures warn
+  (``ConsumeFailuresWarning``) or raise (``raise_on_failure=True``: ``ConsumeFailedError``).
 - ``ack_dataframe(df, target=..., queue=...)``: ack a DataFrame's receipts (``mapInPandas``),
   per-receipt statuses, idempotent under retry.
 - ``LeaseqDataSource`` / ``register(spark)``: the ``"leaseq"`` Python Data Source (batch read,

@@ -9,6 +9,7 @@ a worker pays for one connection, and a forked child (the pid differs) never tou
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -18,7 +19,14 @@ import pyarrow as pa
 
 from ..client import QueueClient
 
-__all__ = ["ClientSettings", "client_for", "LeaseKeeper", "SPARK_MESSAGE_DDL", "spark_arrow_schema"]
+__all__ = [
+    "ClientSettings",
+    "client_for",
+    "LeaseKeeper",
+    "SPARK_MESSAGE_DDL",
+    "progress_logger",
+    "spark_arrow_schema",
+]
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,20 @@ def client_for(settings: ClientSettings) -> QueueClient:
                 client = QueueClient(settings.target, token=settings.token, timeout=settings.timeout)
                 _clients[key] = client
     return client
+
+
+def progress_logger() -> logging.Logger:
+    """The ``leaseq.spark_ext`` logger of this process, at INFO unless its level was set.
+
+    In a Python worker nobody configures logging: with the root's WARNING the progress lines
+    would be dropped before any handler saw them. At INFO they reach the handlers there are:
+    Spark's worker log capture when ``spark.sql.pyspark.worker.logging.enabled`` is true (read
+    them with ``spark.tvf.python_worker_logs()``), or none (Python's last-resort handler only
+    prints WARNING and above, so nothing is printed)."""
+    logger = logging.getLogger("leaseq.spark_ext")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    return logger
 
 
 # The Spark side of MESSAGE_SCHEMA (Spark's columns are nullable; times are TIMESTAMP, UTC).

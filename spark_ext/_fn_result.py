@@ -28,7 +28,9 @@ class FnResultError(TypeError):
 
 def _describe(value: Any) -> str:
     kind = type(value)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    name = kind.__qualname__
+    if kind.__module__ != "builtins":
+        name = f"{kind.__module__}.{name}"
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple):
         return f"a {name} of shape {shape}"

@@ -39,7 +39,9 @@ def check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
         raise ValueError(f"{name} must be {bounds}, got {value:,}")
 
 
-def check_seconds(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
+def check_seconds(
+    name: str, value: Any, low: float, high: float, *, low_open: bool = False
+) -> None:
     """``value`` is a number of seconds in ``low .. high`` (``low`` excluded if ``low_open``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise TypeError(f"{name} must be a number of seconds, got {value!r}")

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from ..client._leases import reason_of
 from ..client.arrow import MAX_ROWS
-from ._executor import ClientSettings, LeaseKeeper, client_for
+from ..client.errors import LeaseqError
+from ._executor import ClientSettings, LeaseKeeper, client_for, progress_logger
 from ._fn_result import FnResultError, row_errors
 from ._preflight import (
     MAX_LEASE_SECONDS,
@@ -231,13 +232,17 @@ def _progress_line(row: dict[str, Any]) -> str:
 def _put_back(settings: ClientSettings, queue: str, receipts: list[str]) -> int:
     """Release the batches the misused fn was given: visible again at once, with no reason
     (the messages are not at fault). Their one delivery stays counted: a lease cannot be
-    undone. Returns how many were still leased by this job."""
+    undone. Returns how many were still leased by this job (0 when the server could not be
+    asked: then they come back when their leases end, and the misuse is still what to say)."""
     released = 0
-    with driver_client(settings) as client:
-        for start in range(0, len(receipts), MAX_ROWS):
-            chunk = receipts[start : start + MAX_ROWS]
-            results = client.change_visibility(queue, [(r, 0) for r in chunk])
-            released += sum(1 for r in results if r.ok)
+    try:
+        with driver_client(settings) as client:
+            for start in range(0, len(receipts), MAX_ROWS):
+                chunk = receipts[start : start + MAX_ROWS]
+                results = client.change_visibility(queue, [(r, 0) for r in chunk])
+                released += sum(1 for r in results if r.ok)
+    except LeaseqError:
+        _log.warning("consume_process_ack: could not put the misused batches back", exc_info=True)
     return released
 
 
@@ -338,7 +343,7 @@ def consume_process_ack(
         partition = _partition_id()
         outcome = consume_partition(settings, queue, fn, **options)
         row = dict(partition=partition, **outcome)
-        _log.info("%s", _progress_line(row))
+        progress_logger().info("%s", _progress_line(row))
         yield pa.RecordBatch.from_pylist([row], schema=_CONSUME_SCHEMA)
 
     started = time.monotonic()

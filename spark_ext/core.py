@@ -19,6 +19,7 @@ from ._executor import (
     spark_arrow_schema,
     to_spark_batch,
 )
+from ._preflight import check_queue
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -133,7 +134,9 @@ def write_queue(
     (requests cut at 10,000 rows or ``max_batch_bytes``). Runs a Spark job and returns totals.
 
     ``body_col`` is binary or string; ``attributes_cols`` become the message's attributes
-    (column name -> value as a string; nulls left out); ``channel_col`` a string column.
+    (column name -> value as a string; nulls left out); ``channel_col`` a string column. The
+    target and queue are checked from the driver first (``GetQueue``: the client's
+    ``Unavailable``, ``QueueNotFound``, ... before any task runs).
 
     Duplicates under task retry: with ``dedup_col`` its values are the dedup ids. Without it each
     row's dedup id is ``"<write_id>:<partition>:<row position in the partition>"``, where
@@ -149,6 +152,9 @@ def write_queue(
     never part of the id, on purpose.
     """
     settings = ClientSettings(target, token)
+    # Before the job: an unusable target or queue is one clear error, not every task failing
+    # through Spark's retries.
+    check_queue(settings, queue, "write_queue")
     write_id = write_id or uuid.uuid4().hex
     attributes = list(attributes_cols) if attributes_cols else None
 

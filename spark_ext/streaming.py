@@ -95,7 +95,13 @@ from pyspark.sql.streaming.datasource import (
 
 from ..client.errors import LeaseqError
 from ..client.arrow import DEFAULT_BATCH_BYTES, MAX_ROWS, MESSAGE_SCHEMA
-from ._executor import ClientSettings, client_for, spark_arrow_schema, to_spark_batch
+from ._executor import (
+    ClientSettings,
+    client_for,
+    progress_logger,
+    spark_arrow_schema,
+    to_spark_batch,
+)
 from .core import send_partition
 
 __all__ = [
@@ -210,6 +216,7 @@ class _Driver:
         self.budget: int | None = None  # Trigger.AvailableNow: messages left to plan
         self.last_empty_check = -math.inf
         self.committed_messages = 0
+        self.backlog = 0  # visible and not planned into a batch, at the last planning
         self.keeper = _DriverLeaseKeeper(self)
         self.keeper.start()
 
@@ -224,6 +231,17 @@ class _Driver:
 
     def visible(self) -> int:
         return self.client.stats(self.reader.queue).visible
+
+    def progress(self) -> dict[str, Any]:
+        """The backlog and this run's work, for the query's progress (``reportLatestOffset``)."""
+        with self.lock:
+            uncommitted = [p for p in self.pending.values() if p.messages > 0]
+        return {
+            "backlog": self.backlog,
+            "uncommittedBatches": len(uncommitted),
+            "committedMessages": self.committed_messages,
+            "leasesExtended": self.keeper.extended,
+        }
 
     def commit(self, end: BatchPlan) -> None:
         self.track(end)
@@ -242,7 +260,10 @@ class _Driver:
                 self.pending.pop(plan.batch, None)
             self.committed_through = max(self.committed_through, end.batch)
             self.committed_messages += deleted
-        _log.debug("commit through batch %d: %d messages deleted", end.batch, deleted)
+        _log.info(
+            "leaseq stream: committed through batch %d, %s messages deleted (%s by this query run)",
+            end.batch, f"{deleted:,}", f"{self.committed_messages:,}",
+        )
 
     def close(self) -> None:
         self.keeper.stop()
@@ -380,6 +401,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 total = self._admit(visible, limit)
                 if driver.budget is not None:
                     total = min(total, driver.budget)
+                driver.backlog = visible - total
                 if total == 0:
                     driver.last_empty_check = now
         if total > 0:
@@ -392,6 +414,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         driver.track(plan)
         return plan.offset()
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """Shown as the source's ``latestOffset`` in the query's progress (``lastProgress``): a
+        queue has no offsets to report, so this is the backlog and the run's work instead:
+        ``backlog`` (messages visible and not taken by a batch, at the last planning),
+        ``uncommittedBatches`` (planned, leased, waiting for their commit), ``committedMessages``
+        (deleted on commit by this run of the query) and ``leasesExtended``. It calls nothing on
+        the server."""
+        return self._driver().progress()
 
     @staticmethod
     def _admit(visible: int, limit: ReadLimit) -> int:
@@ -417,6 +448,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, StreamPartition)
         client = client_for(self.settings)
+        started = time.monotonic()
         table = client.receive_arrow(
             self.queue,
             partition.max_messages,
@@ -428,6 +460,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # of the partition yields the same rows in the same order (position-based dedup ids
         # downstream, e.g. the leaseq sink, depend on it).
         table = table.sort_by("message_id")
+        seconds = time.monotonic() - started
+        rate = table.num_rows / seconds if seconds > 0 else 0.0
+        progress_logger().info(
+            "leaseq stream %s: %s messages received in %.2f s (%s/s)",
+            partition.attempt_id, f"{table.num_rows:,}", seconds, f"{rate:,.0f}",
+        )
         yield from to_spark_batch(table, _SPARK_MESSAGE_SCHEMA)
 
     def commit(self, end: dict[str, Any]) -> None:

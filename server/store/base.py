@@ -59,6 +59,8 @@ latest delivery. A receive with an attempt id:
      attempt record (an empty receive records nothing, so a long poll retried with the same id
      still finds messages that arrive later).
 Rules a and b come before the in-flight limit: a replay is answered even when the queue is full.
+A replay returns every message of rule a, whatever max_bytes: it repeats what one receive
+delivered, which was bounded when it was made.
 DeleteMessages by attempt id deletes every message of the queue whose latest delivery was made
 under that id and that was not released since (leased or lease expired, not redelivered), with
 tombstones, and reports the count.
@@ -68,6 +70,15 @@ dedup_window w such that now < t + w enqueues nothing and returns the original m
 duplicate=True (even if that message was deleted since). Within one batch, a later entry repeating
 an earlier entry's dedup_id is a duplicate of it (whatever the window). Purge keeps dedup records,
 attempt records and tombstones.
+
+Byte limit (`max_bytes` of receive and peek; None: no limit): the store counts the size of each
+message it takes, in order, and stops after the message that brings the total to max_bytes or more,
+so it reads and returns at most max_bytes plus one message, and always at least one message when
+any is there (a message larger than max_bytes comes alone). A message's size is about
+`message_size` (body plus attributes; a SQL store may count its attributes' stored encoding). The
+service passes it so that one call holds a bounded number of bytes in memory (issue 14); a receive
+cut by bytes is otherwise an ordinary receive of fewer messages, and a peek page cut by bytes has
+a next_cursor at its last message.
 
 The in-flight limit: a receive with visibility_timeout > 0 delivers at most
 max_in_flight - (leased messages now) messages; if that is <= 0 it raises OverLimit (with retry_at,
@@ -326,6 +337,11 @@ def message_size(body: bytes, attributes: dict[str, str]) -> int:
     return len(body) + sum(len(k.encode()) + len(v.encode()) for k, v in attributes.items())
 
 
+def bytes_reached(total: int, max_bytes: int | None) -> bool:
+    """Whether a receive or peek that has taken `total` bytes stops (the byte limit above)."""
+    return max_bytes is not None and total >= max_bytes
+
+
 def channel_matches(channel: str, channel_filter: str) -> bool:
     """Empty filter: all; "abc*": channels starting with "abc"; else an exact match."""
     if not channel_filter:
@@ -397,10 +413,12 @@ class Store(Protocol):
         visibility_timeout: float | None = None,
         channel_filter: str = "",
         attempt_id: str = "",
+        max_bytes: int | None = None,
     ) -> ReceiveOutcome:
-        """Deliver up to max_messages visible messages in delivery order. Each delivery:
-        delivery_count + 1, receipt_seq + 1, visible_at = now + visibility_timeout (None: the
-        queue's), leased when visibility_timeout > 0, attempt id recorded (or cleared)."""
+        """Deliver up to max_messages visible messages in delivery order, stopping after the
+        message that reaches max_bytes (module docstring). Each delivery: delivery_count + 1,
+        receipt_seq + 1, visible_at = now + visibility_timeout (None: the queue's), leased when
+        visibility_timeout > 0, attempt id recorded (or cleared)."""
         ...
 
     async def peek(
@@ -411,9 +429,11 @@ class Store(Protocol):
         include_leased: bool = False,
         include_delayed: bool = False,
         after: PeekCursor | None = None,
+        max_bytes: int | None = None,
     ) -> PeekPage:
         """Messages in (visible_at, key) order after the cursor, without any side effect (other
-        than removing expired messages)."""
+        than removing expired messages); the page ends after the message that reaches max_bytes
+        (module docstring), with a next_cursor when more messages follow."""
         ...
 
     async def change_visibility(

@@ -53,6 +53,7 @@ from .base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
+    bytes_reached,
     channel_matches,
     fence,
     message_size,
@@ -272,6 +273,7 @@ class MemoryStore:
         visibility_timeout: float | None = None,
         channel_filter: str = "",
         attempt_id: str = "",
+        max_bytes: int | None = None,
     ) -> ReceiveOutcome:
         now = self.clock.now()
         queue = self._open_queue(name, now)
@@ -288,8 +290,9 @@ class MemoryStore:
             limit = min(limit, room)
 
         delivered: list[_Message] = []
+        taken = 0  # bytes, for max_bytes
         candidates = self._visible_in_order(queue, now, channel_filter)
-        while len(delivered) < limit:
+        while len(delivered) < limit and not bytes_reached(taken, max_bytes):
             message = next(candidates, None)
             if message is None:
                 break
@@ -298,6 +301,7 @@ class MemoryStore:
                 continue
             self._deliver(queue, message, now, vt, attempt_id)
             delivered.append(message)
+            taken += message_size(message.body, message.attributes)
         # Re-index only now: a delivery with visibility 0 is visible again at once and must not
         # come round a second time in this same receive.
         for message in delivered:
@@ -317,6 +321,7 @@ class MemoryStore:
         include_leased: bool = False,
         include_delayed: bool = False,
         after: PeekCursor | None = None,
+        max_bytes: int | None = None,
     ) -> PeekPage:
         now = self.clock.now()
         queue = self._open_queue(name, now)
@@ -336,6 +341,12 @@ class MemoryStore:
         page = heapq.nsmallest(max(max_messages, 0) + 1, matching, key=_Message.order)
         more = len(page) > max_messages
         page = page[:max_messages]
+        taken = 0
+        for index, message in enumerate(page):
+            taken += message_size(message.body, message.attributes)
+            if bytes_reached(taken, max_bytes) and index + 1 < len(page):
+                page, more = page[: index + 1], True
+                break
         return PeekPage(
             messages=[self._peeked(m, now) for m in page],
             next_cursor=page[-1].order() if more and page else None,

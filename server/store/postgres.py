@@ -187,6 +187,7 @@ from .base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
+    bytes_reached,
     message_size,
     message_state,
 )
@@ -440,9 +441,14 @@ def candidates_sql(channel_clause: str = "", after: bool = False, columns: str =
 
 
 def peek_sql(
-    include_leased: bool, include_delayed: bool, channel_clause: str = "", after: bool = False
+    include_leased: bool,
+    include_delayed: bool,
+    channel_clause: str = "",
+    after: bool = False,
+    columns: str = MESSAGE_COLUMNS,
 ) -> str:
-    """Messages in the wanted states in delivery order, without locks: messages_visible."""
+    """Messages in the wanted states in delivery order, without locks: messages_visible.
+    A byte-limited peek selects SIZED_COLUMNS first, then the page's rows (PEEK_KEYS_SQL)."""
     if include_leased and include_delayed:
         states = ""
     elif include_leased:
@@ -453,15 +459,27 @@ def peek_sql(
         states = " AND visible_at <= %(now)b"
     cursor = " AND (visible_at, key) > (%(after_visible_at)b, %(after_key)b)" if after else ""
     return (
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE queue = %(queue)b AND {UNEXPIRED}"
+        f"SELECT {columns} FROM messages WHERE queue = %(queue)b AND {UNEXPIRED}"
         f"{states}{channel_clause}{cursor} ORDER BY visible_at, key LIMIT %(limit)b"
     )
+
+
+# A message's size for base.py's max_bytes. octet_length of a bytea reads its TOAST header, not
+# the value, so sizing candidates costs no body read.
+SIZE_SQL = "octet_length(body) + coalesce(octet_length(attributes::text), 0)"
+SIZED_COLUMNS = f"key, visible_at, {SIZE_SQL} AS size"
+
+PEEK_KEYS_SQL = (
+    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE key = ANY(%(keys)b::bigint[])"
+    " ORDER BY visible_at, key"
+)
+"""The rows of a byte-limited peek page, chosen by their sizes first: only they are read whole."""
 
 
 _DELIVERED_COLUMNS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
 
 
-def deliver_sql(channel_clause: str = "") -> str:
+def deliver_sql(channel_clause: str = "", sized: bool = False) -> str:
     """Pick and deliver in one statement (queues without a dead letter queue): the candidates,
     their new delivery, and the lease grants counted. Each row comes back with its place in
     the pick order (delivery order).
@@ -472,10 +490,23 @@ def deliver_sql(channel_clause: str = "") -> str:
     joined to the picked rows, the planner was free to read a whole index once per picked key
     (messages_visible holds key too) when the statistics said the table was empty: a receive
     took 20 s (see the module docstring, Indexes).
-    """
+
+    sized: the candidates end after the one whose running size reaches %(max_bytes)b (base.py's
+    byte limit); the few locked candidates past it are let go at commit. The running sum sorts
+    the candidates (at most the limit's rows) again; the queue is still read in index order."""
+    if sized:
+        candidates = candidates_sql(channel_clause, columns=f"ctid, {SIZED_COLUMNS}")
+        chosen = f"""
+            SELECT ctid, key FROM (
+                SELECT ctid, key, visible_at,
+                    sum(size) OVER (ORDER BY visible_at, key ROWS UNBOUNDED PRECEDING) - size
+                    AS before
+                FROM ({candidates}) AS c) AS s
+            WHERE before < %(max_bytes)b ORDER BY visible_at, key"""
+    else:
+        chosen = candidates_sql(channel_clause, columns="ctid, key")
     # array_agg keeps the order of its sorted subquery (PostgreSQL documents it for this use).
-    candidates = candidates_sql(channel_clause, columns="ctid, key")
-    picked = f"SELECT array_agg(ctid) AS rows, array_agg(key) AS keys FROM ({candidates}) AS c"
+    picked = f"SELECT array_agg(ctid) AS rows, array_agg(key) AS keys FROM ({chosen}) AS p"
     return f"""
         WITH picked AS MATERIALIZED ({picked}),
         delivered AS (
@@ -712,6 +743,10 @@ class _Row(NamedTuple):
     receipt_seq: int
     last_error: str
     source_queue: str | None
+
+
+def _size(row: _Row) -> int:
+    return message_size(row.body, row.attributes or {})
 
 
 @dataclass(frozen=True)
@@ -1522,8 +1557,12 @@ class PostgresStore:
         visibility_timeout: float | None = None,
         channel_filter: str = "",
         attempt_id: str = "",
+        max_bytes: int | None = None,
     ) -> ReceiveOutcome:
+        cut = False  # the byte limit ended the pick: candidates were locked and let go
+
         async def op(tx: _Tx) -> ReceiveOutcome:
+            nonlocal cut
             found = await tx.queue(name, ceiling=True)
             timeout = (
                 found.config.visibility_timeout
@@ -1542,11 +1581,16 @@ class PostgresStore:
             limit = await self._delivery_limit(tx, found, max_messages, timeout)
             dlq = await self._dead_letter_target(tx, found)
             if dlq is None:
-                rows = await self._deliver(tx, found, limit, timeout, channel_filter, attempt_id)
+                rows = await self._deliver(
+                    tx, found, limit, timeout, channel_filter, attempt_id, max_bytes
+                )
             else:
                 rows = await self._pick_and_deliver(
-                    tx, found, dlq, limit, timeout, channel_filter, attempt_id
+                    tx, found, dlq, limit, timeout, channel_filter, attempt_id, max_bytes
                 )
+            cut = len(rows) < limit and bytes_reached(
+                sum(_size(row) for row in rows), max_bytes
+            )
             if attempt_id and rows:
                 await tx.run(
                     "INSERT INTO attempts AS a (queue, attempt_id, until)"
@@ -1557,7 +1601,7 @@ class PostgresStore:
             return await self._outcome(tx, found, [tx.delivered(found, row) for row in rows])
 
         try:
-            return await self._run(op)
+            outcome = await self._run(op)
         except LeaseqError as error:
             if isinstance(error, Unavailable):
                 self._wake_after_rollback(name)
@@ -1565,6 +1609,10 @@ class PostgresStore:
         except BaseException:  # cancelled
             self._wake_after_rollback(name)
             raise
+        if cut:
+            # Receivers that skipped the candidates past the cut may have gone to sleep on them.
+            self._wake_after_rollback(name)
+        return outcome
 
     def _wake_after_rollback(self, queue: str) -> None:
         """A receive rolled back: receivers that skipped the messages it had locked may have gone
@@ -1628,11 +1676,12 @@ class PostgresStore:
         timeout: float,
         channel_filter: str,
         attempt_id: str,
+        max_bytes: int | None,
     ) -> list[_Row]:
         if limit <= 0:
             return []
         rows = await tx.rows(
-            deliver_sql(_channel_clause(channel_filter)),
+            deliver_sql(_channel_clause(channel_filter), sized=max_bytes is not None),
             tx.p(
                 found,
                 limit=limit,
@@ -1640,6 +1689,7 @@ class PostgresStore:
                 until=tx.now + timeout,
                 leased=timeout > 0,
                 attempt=attempt_id or None,
+                max_bytes=max_bytes,
             ),
         )
         rows.sort(key=lambda row: row[0])  # delivery order: the pick order
@@ -1654,21 +1704,24 @@ class PostgresStore:
         timeout: float,
         channel_filter: str,
         attempt_id: str,
+        max_bytes: int | None,
     ) -> list[_Row]:
         """Like _deliver, for a queue with a dead letter queue: candidates that reached
-        max_delivery_count move there instead and do not count towards the limit."""
+        max_delivery_count move there instead and do not count towards the limit (nor towards
+        max_bytes)."""
         max_count = found.config.max_delivery_count
         assert max_count is not None
         clause = _channel_clause(channel_filter)
         deliver: list[int] = []
         dead: list[int] = []
+        taken = 0
         cursor: tuple[float, int] | None = None
-        while len(deliver) < limit:
+        while len(deliver) < limit and not bytes_reached(taken, max_bytes):
             want = limit - len(deliver)
             page = max(want, PICK_READ_AHEAD)
             rows = await tx.rows(
                 candidates_sql(clause, after=cursor is not None,
-                               columns="key, visible_at, delivery_count"),
+                               columns=f"key, visible_at, delivery_count, {SIZE_SQL}"),
                 tx.p(
                     found,
                     limit=page,
@@ -1677,10 +1730,14 @@ class PostgresStore:
                     after_key=cursor[1] if cursor else None,
                 ),
             )
-            for key, visible_at, delivery_count in rows:
-                if len(deliver) == limit:
+            for key, visible_at, delivery_count, size in rows:
+                if len(deliver) == limit or bytes_reached(taken, max_bytes):
                     break
-                (dead if delivery_count >= max_count else deliver).append(key)
+                if delivery_count >= max_count:
+                    dead.append(key)
+                else:
+                    deliver.append(key)
+                    taken += size
                 cursor = (visible_at, key)
             if len(rows) < page:
                 break
@@ -1727,29 +1784,51 @@ class PostgresStore:
         include_leased: bool = False,
         include_delayed: bool = False,
         after: PeekCursor | None = None,
+        max_bytes: int | None = None,
     ) -> PeekPage:
         async def op(tx: _Tx) -> PeekPage:
             found = await tx.queue(name)
-            rows = await tx.rows(
-                peek_sql(
-                    include_leased,
-                    include_delayed,
-                    _channel_clause(channel_filter),
-                    after=after is not None,
-                ),
-                tx.p(
-                    found,
-                    limit=max(max_messages, 0) + 1,
-                    channel=_channel_param(channel_filter),
-                    after_visible_at=after[0] if after else None,
-                    after_key=after[1] if after else None,
-                ),
+            params = tx.p(
+                found,
+                limit=max(max_messages, 0) + 1,
+                channel=_channel_param(channel_filter),
+                after_visible_at=after[0] if after else None,
+                after_key=after[1] if after else None,
             )
-            page = [_Row(*row) for row in rows[: max(max_messages, 0)]]
-            more = len(rows) > max_messages
+            clause = _channel_clause(channel_filter)
+            if max_bytes is None:
+                sql = peek_sql(include_leased, include_delayed, clause, after=after is not None)
+                rows = [_Row(*row) for row in await tx.rows(sql, params)]
+                page = rows[: max(max_messages, 0)]
+                return PeekPage(
+                    messages=[tx.peeked(row) for row in page],
+                    next_cursor=(page[-1].visible_at, page[-1].key)
+                    if len(rows) > max_messages and page
+                    else None,
+                )
+            # Sizes first, then only the page's rows whole: a page cut by bytes reads no body
+            # past its last message.
+            sized = await tx.rows(
+                peek_sql(
+                    include_leased, include_delayed, clause, after=after is not None,
+                    columns=SIZED_COLUMNS,
+                ),
+                params,
+            )
+            chosen: list[tuple[int, float]] = []
+            taken = 0
+            for key, visible_at, size in sized[: max(max_messages, 0)]:
+                if bytes_reached(taken, max_bytes):
+                    break
+                chosen.append((key, visible_at))
+                taken += size
+            more = len(sized) > len(chosen)
+            rows = await tx.rows(PEEK_KEYS_SQL, {"keys": [key for key, _ in chosen]})
+            # A message that changed between the two statements shows its state now; one deleted
+            # in between is left out. The cursor follows the sizes' order, so paging goes on.
             return PeekPage(
-                messages=[tx.peeked(row) for row in page],
-                next_cursor=(page[-1].visible_at, page[-1].key) if more and page else None,
+                messages=[tx.peeked(_Row(*row)) for row in rows],
+                next_cursor=(chosen[-1][1], chosen[-1][0]) if more and chosen else None,
             )
 
         return await self._run(op)

@@ -8,7 +8,7 @@ from leaseq.server.auth import FixedPolicy, Security, hash_token, parse_policy
 ROOT_TOKEN = "root-token-hostile"
 ALICE_TOKEN = "alice-token-hostile"
 
-_POLICY = f"""
+POLICY_TOML = f"""
 [[principals]]
 name = "root"
 tokens = ["{hash_token(ROOT_TOKEN)}"]
@@ -29,4 +29,4 @@ ALICE = (("authorization", f"Bearer {ALICE_TOKEN}"),)
 
 
 def security() -> Security:
-    return Security(FixedPolicy(parse_policy(_POLICY)))
+    return Security(FixedPolicy(parse_policy(POLICY_TOML)))

@@ -7,13 +7,16 @@ from __future__ import annotations
 import selectors
 import socket
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
+import pytest
 from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from leaseq.client import QueueClient
+from leaseq.server.metrics import Metrics
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 from tests.ops.conftest import Serve
@@ -171,3 +174,45 @@ def test_the_cap_stays_below_the_file_descriptor_limit(
         assert health_status(server.health_target) == health_pb2.HealthCheckResponse.SERVING
     finally:
         close_all(sockets)
+
+
+def test_the_metrics_endpoint_caps_connections_and_closes_silent_ones(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Each /metrics connection holds a thread: at most max_connections at once, more closed at
+    once, and a silent one closed after idle_timeout."""
+    endpoint = Metrics().serve_http("127.0.0.1:0", max_connections=8, idle_timeout=60.0)
+    try:
+        sockets = [socket.create_connection(("127.0.0.1", endpoint.port)) for _ in range(20)]
+        try:
+            # The 12 over the cap are closed without a byte; then every one has been accepted.
+            closed: list[socket.socket] = []
+            deadline = time.monotonic() + DEADLINE
+            while len(closed) < 12:
+                assert time.monotonic() < deadline, f"only {len(closed)} closed"
+                for sock in readable([s for s in sockets if s not in closed], 1.0):
+                    try:
+                        assert sock.recv(1024) == b""
+                    except ConnectionResetError:
+                        pass
+                    closed.append(sock)
+            held = [s for s in sockets if s not in closed]
+            for sock in held:  # the 8 held ones are served
+                sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+                sock.settimeout(SAFETY)
+                assert sock.recv(64).startswith(b"HTTP/1.0 200"), "a held connection not served"
+        finally:
+            close_all(sockets)
+    finally:
+        endpoint.close()
+
+    endpoint = Metrics().serve_http("127.0.0.1:0", idle_timeout=0.5)
+    try:
+        with socket.create_connection(("127.0.0.1", endpoint.port)) as silent:
+            wait_all_closed([silent])
+        assert b"leaseq_rpcs_handled" in urllib.request.urlopen(
+            f"http://127.0.0.1:{endpoint.port}/metrics", timeout=SAFETY
+        ).read()
+    finally:
+        endpoint.close()
+    assert "Traceback" not in capfd.readouterr().err

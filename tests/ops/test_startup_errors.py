@@ -100,9 +100,12 @@ def test_an_address_of_no_interface_here() -> None:
         ("--metrics-listen", "garbage", "'garbage' is not HOST:PORT (e.g. 127.0.0.1:9090)"),
         ("--metrics-listen", "127.0.0.1:70000", "port 70000 is outside 1..65535"),
         ("--health-listen", "localhost", "'localhost' is not HOST:PORT (e.g. 127.0.0.1:8081)"),
+        ("--grace", "-5", "-5.0 is not in the range x>=0"),
+        ("--max-connections", "0", "0 is not in the range x>=1"),
+        ("--max-connection-idle", "soon", "'soon' is not a duration"),
     ],
 )
-def test_malformed_addresses_are_usage_errors(flag: str, value: str, message: str) -> None:
+def test_malformed_flags_are_usage_errors(flag: str, value: str, message: str) -> None:
     result = serve("--store", "memory://", flag, value)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr

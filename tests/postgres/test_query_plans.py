@@ -122,6 +122,7 @@ async def backlog(schema: str, url: str):
                 "deleted_keys": deleted_keys,
                 "after_visible_at": now - 1,
                 "after_key": keys[0],
+                "max_bytes": 1 << 20,
             }
             yield conn, params
     finally:
@@ -151,6 +152,9 @@ STATEMENTS: dict[str, tuple[str, str, bool]] = {
     "receive": (pg.deliver_sql(), "messages_visible", True),
     "receive, exact channel": (pg.deliver_sql(EXACT), "messages_channel", True),
     "receive, channel prefix": (pg.deliver_sql(PREFIX), "messages_visible", True),
+    # Byte-limited: the running size sorts the picked candidates again (at most the limit's
+    # rows), so only the index is checked; the queue is still read in messages_visible order.
+    "receive, byte-limited": (pg.deliver_sql(sized=True), "messages_visible", False),
     "receive candidates": (pg.candidates_sql(), "messages_visible", True),
     "receive candidates, next page": (pg.candidates_sql(after=True), "messages_visible", True),
     "deliver by keys": (pg.DELIVER_KEYS_SQL, "messages_pkey", False),
@@ -164,6 +168,8 @@ STATEMENTS: dict[str, tuple[str, str, bool]] = {
     "peek": (pg.peek_sql(False, False), "messages_visible", True),
     "peek, next page": (pg.peek_sql(True, True, after=True), "messages_visible", True),
     "peek, exact channel": (pg.peek_sql(False, False, EXACT), "messages_channel", True),
+    "peek sizes": (pg.peek_sql(False, False, columns=pg.SIZED_COLUMNS), "messages_visible", True),
+    "peek page by keys": (pg.PEEK_KEYS_SQL, "messages_pkey", False),
 }
 
 
@@ -274,6 +280,7 @@ async def vacuumed_nearly_empty(schema: str, url: str, monkeypatch):
                 "channel": "orders",
                 "keys": keys,
                 "deleted_keys": [m.key for m in acked.messages[:100]],
+                "max_bytes": 8 << 20,
                 "after_visible_at": now - 1,
                 "after_key": keys[0],
             }

@@ -427,7 +427,7 @@ async def test_a_delayed_send_wakes_a_waiter_when_the_delay_ends(clocked, clocke
 # looks at the store and parks again. Ringing every waiter for every event cost one store call
 # per waiter (issue: a 100-message send took 41 ms with 1,000 waiting follow streams).
 
-WAITERS = 50
+WAITERS = 20
 
 
 async def many_follow_streams(server, stub, count: int = WAITERS, **request) -> list:
@@ -447,13 +447,14 @@ async def first_delivery(streams) -> pb.ReceivedMessage:
 async def test_a_send_of_one_message_wakes_about_one_of_many_follow_streams(server, stub) -> None:
     await create(stub)
     streams = await many_follow_streams(server, stub)
-    parked = await asyncio.to_thread(server.parks, "q")
+    parked, broadcast = await asyncio.to_thread(server.parks, "q"), await broadcasts(server)
     await send(stub, "q", b"m")
     assert (await first_delivery(streams)).body == b"m"
     await until_sleeping(server, "q", WAITERS)
     woken_for_nothing = await asyncio.to_thread(server.parks, "q") - parked
+    allowed = 3 + WAITERS * (await broadcasts(server) - broadcast)
     # The one that got it looks once more; one more is woken in case it left others behind.
-    assert woken_for_nothing <= 3, f"{woken_for_nothing} of {WAITERS} streams were woken"
+    assert woken_for_nothing <= allowed, f"{woken_for_nothing} of {WAITERS} streams were woken"
     for stream in streams:
         stream.cancel()
 
@@ -465,13 +466,14 @@ async def test_a_send_of_one_message_wakes_about_one_of_many_long_polls(server, 
         for _ in range(WAITERS)
     ]
     await until_sleeping(server, "q", WAITERS)
-    parked = await asyncio.to_thread(server.parks, "q")
+    parked, broadcast = await asyncio.to_thread(server.parks, "q"), await broadcasts(server)
     await send(stub, "q", b"m")
     done, _ = await asyncio.wait(polls, timeout=SAFETY_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
     assert [[m.body for m in r.messages] for r in next(iter(done)).result()] == [[b"m"]]
     await until_sleeping(server, "q", WAITERS - 1)
     woken_for_nothing = await asyncio.to_thread(server.parks, "q") - parked
-    assert woken_for_nothing <= 2, f"{woken_for_nothing} of {WAITERS} long polls were woken"
+    allowed = 2 + WAITERS * (await broadcasts(server) - broadcast)
+    assert woken_for_nothing <= allowed, f"{woken_for_nothing} of {WAITERS} long polls were woken"
     for poll in polls:
         poll.cancel()
 
@@ -481,13 +483,14 @@ async def test_an_ack_wakes_no_waiting_stream(server, stub) -> None:
     await send(stub, "q", b"m")
     [held] = await receive_once(stub, queue="q", visibility_timeout=D(seconds=600))
     streams = await many_follow_streams(server, stub)
-    parked = await asyncio.to_thread(server.parks, "q")
+    parked, broadcast = await asyncio.to_thread(server.parks, "q"), await broadcasts(server)
     receipt = held.messages[0].receipt
     await stub.DeleteMessages(pb.DeleteMessagesRequest(queue="q", receipts=[receipt]))
     # A stream that was woken would look and park again: drain the loop with a second call.
     await stats(stub)
     await until_sleeping(server, "q", WAITERS)
-    assert await asyncio.to_thread(server.parks, "q") == parked
+    allowed = WAITERS * (await broadcasts(server) - broadcast)
+    assert await asyncio.to_thread(server.parks, "q") - parked <= allowed
     for stream in streams:
         stream.cancel()
 
@@ -497,13 +500,14 @@ async def test_a_send_of_n_messages_wakes_about_n_waiters(server, stub) -> None:
     streams = await many_follow_streams(server, stub)
     longpoll = server.app.service.longpoll
     woken = await asyncio.to_thread(server.call, _read(lambda: longpoll.woken))
+    broadcast = await broadcasts(server)
     await send(stub, "q", *[b"%d" % i for i in range(10)])
     await until_sleeping(server, "q", WAITERS)
     current = await stats(stub)
     assert (current.visible, current.leased) == (0, 10)
     woken = await asyncio.to_thread(server.call, _read(lambda: longpoll.woken)) - woken
     # 10 for the messages, and one hand-on per stream that filled its batch (of 1).
-    assert woken <= 20, woken
+    assert woken <= 20 + WAITERS * (await broadcasts(server) - broadcast), woken
     for stream in streams:
         stream.cancel()
 
@@ -512,13 +516,14 @@ async def test_an_expiry_wakes_about_one_of_many_follow_streams(clocked, clocked
     stub = clocked_stub
     held = await leased_message(stub, seconds=30)
     streams = await many_follow_streams(clocked, stub)  # each looked: the lease ends in 30 s
-    parked = await asyncio.to_thread(clocked.parks, "q")
+    parked, broadcast = await asyncio.to_thread(clocked.parks, "q"), await broadcasts(clocked)
     await advance(clocked, 30)  # one timer for the queue, not one per stream
     again = await first_delivery(streams)
     assert (again.message_id, again.delivery_count) == (held.message_id, 2)
     await until_sleeping(clocked, "q", WAITERS)
     woken_for_nothing = await asyncio.to_thread(clocked.parks, "q") - parked
-    assert woken_for_nothing <= 3, f"{woken_for_nothing} of {WAITERS} streams were woken"
+    allowed = 3 + WAITERS * (await broadcasts(clocked) - broadcast)
+    assert woken_for_nothing <= allowed, f"{woken_for_nothing} of {WAITERS} streams were woken"
     for stream in streams:
         stream.cancel()
 
@@ -528,16 +533,25 @@ async def test_waiters_of_other_channels_are_not_woken_by_a_send(server, stub) -
     others = await many_follow_streams(server, stub, channel_filter="other")
     mine = follow(stub, channel_filter="mine")
     await until_sleeping(server, "q", WAITERS + 1)
-    parked = await asyncio.to_thread(server.parks, "q")
+    parked, broadcast = await asyncio.to_thread(server.parks, "q"), await broadcasts(server)
     await stub.SendMessages(
         pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(body=b"m", channel="mine")])
     )
     [got] = await read_messages(mine, 1)
     assert got.body == b"m"
     await until_sleeping(server, "q", WAITERS + 1)
-    assert await asyncio.to_thread(server.parks, "q") - parked <= 1  # only mine, once more
+    allowed = 1 + (WAITERS + 1) * (await broadcasts(server) - broadcast)
+    assert await asyncio.to_thread(server.parks, "q") - parked <= allowed  # mine, once more
     for stream in [*others, mine]:
         stream.cancel()
+
+
+async def broadcasts(server) -> int:
+    """Wake-ups of every waiter at once so far. PostgreSQL's change feed has one as a safety net
+    (every FALLBACK_WAKE_SECONDS, and when its LISTEN connection comes up): the counts below
+    allow for those, as WAITERS more each."""
+    longpoll = server.app.service.longpoll
+    return await asyncio.to_thread(server.call, _read(lambda: longpoll.broadcasts))
 
 
 def _read(get):

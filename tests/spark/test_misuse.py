@@ -12,7 +12,7 @@ import pytest
 
 from leaseq.client import QueueClient
 from leaseq.client.errors import QueueNotFound, Unavailable
-from leaseq.spark_ext import FnResultError, consume_process_ack
+from leaseq.spark_ext import FnResultError, consume_process_ack, write_queue
 from tests.support.process import free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -158,5 +158,17 @@ def test_a_missing_queue_fails_in_the_driver(spark, server):
         with pytest.raises(QueueNotFound, match="cannot use queue 'spark-no-such-queue'"):
             consume_process_ack(spark, "spark-no-such-queue", _noop, target=server.target,
                                 num_partitions=2)
+
+    assert _jobs_run_by(spark, call) == []
+
+
+def test_write_queue_to_an_unreachable_target_fails_before_the_job(spark):
+    nowhere = f"127.0.0.1:{free_port()}"
+    df = spark.createDataFrame([("a",), ("b",)], "body string")
+
+    def call():
+        with pytest.raises(Unavailable) as caught:
+            write_queue(df, "jobs", target=nowhere)
+        assert str(caught.value).startswith(f"write_queue: cannot use queue 'jobs' at {nowhere}: ")
 
     assert _jobs_run_by(spark, call) == []

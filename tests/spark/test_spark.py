@@ -197,6 +197,26 @@ def test_raise_on_failure_raises_after_the_job_with_the_result(spark, server, cl
     assert {m.last_error for m in left} == {f"refused {i}" for i in refused}
 
 
+def test_each_partition_logs_its_progress_in_its_worker(spark, server, client, queue):
+    # Spark's Python worker log capture (4.1+) keeps the lines the executors logged: each task
+    # logs one at INFO though nobody configured logging in the worker.
+    client.send_arrow(queue, pa.table({"body": [b"p"] * 300}))
+    spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
+    try:
+        result = consume_process_ack(spark, queue, lambda table: None, target=server.target,
+                                     num_partitions=2, batch_size=100, wait_time=0.5,
+                                     arrow=True)
+        logs = (spark.tvf.python_worker_logs().where(F.col("logger") == "leaseq.spark_ext")
+                .select("level", "msg").collect())
+    finally:
+        spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
+    assert result.acked == 300
+    for part in result.per_partition:
+        expected = (f"consume_process_ack partition {part['partition']}: "
+                    f"{part['received']:,} messages in ")
+        assert [r.level for r in logs if r.msg.startswith(expected)] == ["INFO"], logs
+
+
 def test_read_queue_and_ack_dataframe(spark, server, client, queue):
     client.send_arrow(queue, pa.table({"body": [f"r{i}".encode() for i in range(300)]}))
     df = read_queue(spark, queue, target=server.target, num_partitions=2,

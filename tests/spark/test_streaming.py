@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -210,10 +211,17 @@ def test_trigger_available_now_reads_in_limited_batches_and_ends(
         assert query.awaitTermination(timeout=120)
         assert query.exception() is None
         rows = [p["numInputRows"] for p in query.recentProgress]
+        backlog = [json.loads(p["sources"][0]["latestOffset"]) for p in query.recentProgress]
     finally:
         query.stop()
     # Admission control: 1,000 per trigger; then one flush batch commits the last one.
     assert [r for r in rows if r] == [1000, 1000, 500]
+    # Progress: the source's "latestOffset" in each progress is the backlog and the run's work.
+    assert set(backlog[0]) == {"backlog", "uncommittedBatches", "committedMessages",
+                               "leasesExtended"}
+    assert backlog[0]["backlog"] == n - 1000 and backlog[-1]["backlog"] == 0
+    committed = [b["committedMessages"] for b in backlog]
+    assert committed == sorted(committed) and committed[0] == 0 and committed[-1] >= 2000
     assert_exactly_once(spark, client, queue, tmp_path / "sink", n)
 
 

@@ -237,6 +237,23 @@ class _Row(NamedTuple):
 
 ROW_COLUMNS = ", ".join(_Row._fields)
 
+# A message's size for base.py's max_bytes: length() of a blob reads no overflow page, so sizing
+# candidates costs no body read.
+SIZE_SQL = "length(body) + coalesce(length(attributes), 0)"
+
+
+class _Candidate(NamedTuple):
+    """A message as a receive's pick reads it: what it needs to choose, without the body."""
+
+    key: int
+    visible_at: float
+    delivery_count: int
+    enqueued_at: float
+    size: int
+
+
+CANDIDATE_COLUMNS = f"key, visible_at, delivery_count, enqueued_at, {SIZE_SQL}"
+
 # The unary + keeps the planner off messages_leased (which would scan every live lease of the
 # queue) and on messages_attempt (only this attempt's messages).
 ATTEMPT_LEASES_SQL = (

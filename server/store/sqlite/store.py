@@ -208,10 +208,11 @@ class SqliteStore:
         visibility_timeout: float | None = None,
         channel_filter: str = "",
         attempt_id: str = "",
+        max_bytes: int | None = None,
     ) -> ReceiveOutcome:
         delivery = await self._call(
             lambda tx: tx.receive(
-                name, max_messages, visibility_timeout, channel_filter, attempt_id
+                name, max_messages, visibility_timeout, channel_filter, attempt_id, max_bytes
             ),
             weight=max_messages,
         )
@@ -234,12 +235,13 @@ class SqliteStore:
         include_leased: bool = False,
         include_delayed: bool = False,
         after: PeekCursor | None = None,
+        max_bytes: int | None = None,
     ) -> PeekPage:
         queue_id, now = await self._call(lambda tx: tx.peek_start(name))
         return await self._read(
             lambda conn: peek_scan(
                 conn, queue_id, now, max_messages, channel_filter, include_leased,
-                include_delayed, after,
+                include_delayed, after, max_bytes,
             )
         )
 

@@ -40,13 +40,14 @@ from ..base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
+    bytes_reached,
     fence,
     message_size,
     message_state,
 )
 from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
-from .schema import ATTEMPT_LEASES_SQL, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SWEEP_SQL, _CONFIG_FIELDS, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
+from .schema import ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
 
 T = TypeVar("T")
 
@@ -207,9 +208,12 @@ def peek_scan(
     include_leased: bool,
     include_delayed: bool,
     after: PeekCursor | None,
+    max_bytes: int | None = None,
 ) -> PeekPage:
-    """A page of messages in (visible_at, key) order after the cursor, states as at `now`. Runs
-    on the read connection, like stats_scan: a page may hold 10,000 messages."""
+    """A page of messages in (visible_at, key) order after the cursor, states as at `now`, ending
+    after the message that reaches max_bytes (base.py). Runs on the read connection, like
+    stats_scan: a page may hold 10,000 messages. Rows are read one by one, so a page cut by bytes
+    reads no body past its last message."""
     state_clause, state_params = _peek_states(include_leased, include_delayed, now)
     clause, clause_params = _channel_clause(channel_filter)
     cursor = " AND (visible_at, key) > (?, ?)" if after is not None else ""
@@ -218,9 +222,15 @@ def peek_scan(
         " ORDER BY visible_at, key LIMIT ?"
     )
     params = (queue_id, *state_params, *clause_params, *(after or ()), max_messages + 1)
-    rows = [_Row(*row) for row in conn.execute(sql, params)]
-    page = rows[:max_messages]
-    more = len(rows) > max_messages
+    page: list[_Row] = []
+    more, taken = False, 0
+    for values in conn.execute(sql, params):
+        if len(page) == max_messages or bytes_reached(taken, max_bytes):
+            more = True  # cut by bytes: the next page starts after this one's last message
+            break
+        row = _Row(*values)
+        page.append(row)
+        taken += len(row.body) + len(row.attributes or "")
     return PeekPage(
         messages=[_peeked(row, now) for row in page],
         next_cursor=(page[-1].visible_at, page[-1].key) if more and page else None,
@@ -452,6 +462,7 @@ class _Tx:
         visibility_timeout: float | None,
         channel_filter: str,
         attempt_id: str,
+        max_bytes: int | None = None,
     ) -> Delivery:
         found = self.queue(name)
         timeout = (
@@ -462,7 +473,7 @@ class _Tx:
             if replay is not None:
                 return self._delivery(found, replay)
         limit = self._delivery_limit(found, max_messages, timeout)
-        delivered = self._deliver(found, self._pick(found, limit, channel_filter), timeout, attempt_id)
+        delivered = self._deliver(found, self._pick(found, limit, channel_filter, max_bytes), timeout, attempt_id)
         if timeout > 0:
             self.lease_ceilings[found.id] += len(delivered)
         if attempt_id and delivered:
@@ -505,36 +516,55 @@ class _Tx:
             self.lease_ceilings[found.id] = ceiling
         return min(max_messages, limit - ceiling)
 
-    def _pick(self, found: _Queue, limit: int, channel_filter: str) -> list[int]:
-        """The keys of up to `limit` messages to deliver, in delivery order, moving the ones that
-        reached max_delivery_count to the dead letter queue on the way. Nothing is updated until
-        the scan is over, so the keyset cursor sees a table that does not move under it."""
+    def _pick(
+        self, found: _Queue, limit: int, channel_filter: str, max_bytes: int | None
+    ) -> list[int]:
+        """The keys of up to `limit` messages to deliver, in delivery order, ending after the
+        message that reaches max_bytes (base.py), moving the ones that reached max_delivery_count
+        to the dead letter queue on the way. Nothing is updated until the scan is over, so the
+        keyset cursor sees a table that does not move under it. The scan reads sizes, never
+        bodies: only the delivery reads those, of the messages delivered."""
         dead_letter_queue = self._dead_letter_target(found)
         clause, clause_params = _channel_clause(channel_filter)
         if dead_letter_queue is None:
-            # Nothing can be dead-lettered: the keys of one index range scan are the answer.
-            sql = candidates_sql("key", clause)
+            # Nothing can be dead-lettered: the keys of one index range scan are the answer, cut
+            # after the message that reaches max_bytes. A bare loop over (key, size): making a
+            # _Candidate per message cost a microsecond each (every receive has a max_bytes).
             params = (found.id, self.now, *clause_params, limit)
-            return [key for (key,) in self.conn.execute(sql, params)]
-        deliver: list[int] = []
-        dead: list[_Row] = []
-        cursor: tuple[float, int] | None = None
-        while len(deliver) < limit:
-            # Some candidates may be moved rather than delivered: read ahead, so a run of
-            # exhausted messages costs a few statements, not one each.
-            page = max(limit - len(deliver), PICK_READ_AHEAD)
-            rows = self._candidates(found, clause, clause_params, cursor, page)
-            for row in rows:
-                if len(deliver) == limit:
+            if max_bytes is None:
+                return [key for (key,) in self.conn.execute(candidates_sql("key", clause), params)]
+            keys: list[int] = []
+            taken = 0
+            for key, size in self.conn.execute(candidates_sql(f"key, {SIZE_SQL}", clause), params):
+                if taken >= max_bytes:  # base.bytes_reached
                     break
-                if self._exhausted(found, row):
+                keys.append(key)
+                taken += size
+            return keys
+        deliver: list[int] = []
+        dead: list[_Candidate] = []
+        taken = 0
+        cursor: tuple[float, int] | None = None
+        while len(deliver) < limit and not bytes_reached(taken, max_bytes):
+            # Some candidates may be moved rather than delivered: read ahead, so a run of
+            # exhausted messages costs a few statements, not one each. The rows are small.
+            page = max(limit - len(deliver), PICK_READ_AHEAD)
+            sql = candidates_sql(CANDIDATE_COLUMNS, clause, after=cursor is not None)
+            params = (found.id, self.now, *clause_params, *(cursor or ()), page)
+            rows = [_Candidate(*row) for row in self.conn.execute(sql, params)]
+            for row in rows:
+                if len(deliver) == limit or bytes_reached(taken, max_bytes):
+                    break
+                if dead_letter_queue is not None and self._exhausted(found, row):
                     dead.append(row)
                 else:
                     deliver.append(row.key)
+                    taken += row.size
                 cursor = (row.visible_at, row.key)
             if len(rows) < page:
                 break
         if dead:
+            assert dead_letter_queue is not None
             self._move_to_dead_letter_queue(found, dead_letter_queue, dead)
         return deliver
 
@@ -551,7 +581,7 @@ class _Tx:
         return [_Row(*row) for row in self.conn.execute(sql, params)]
 
     @staticmethod
-    def _exhausted(found: _Queue, row: _Row) -> bool:
+    def _exhausted(found: _Queue, row: _Candidate) -> bool:
         limit = found.config.max_delivery_count
         return limit is not None and row.delivery_count >= limit
 
@@ -562,7 +592,9 @@ class _Tx:
         # delete_queue refuses to delete a queue in use as a DLQ, so this exists.
         return self.find_queue(config.dead_letter_queue)
 
-    def _move_to_dead_letter_queue(self, found: _Queue, dlq: _Queue, rows: list[_Row]) -> None:
+    def _move_to_dead_letter_queue(
+        self, found: _Queue, dlq: _Queue, rows: list[_Candidate]
+    ) -> None:
         retention = dlq.config.message_retention
         self._move_counts([(row.key, found.id, dlq.id) for row in rows])
         self.conn.executemany(
