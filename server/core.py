@@ -17,8 +17,11 @@ receipts) and the caller's `Principal`, and translates the results and the domai
 A dialect's own ranges (SQS's WaitTimeSeconds up to 20 s, its 10-entry batches) stay in that
 dialect's module: this core only enforces leaseq's.
 
-The gRPC handlers (service.py) still call the store directly; moving them onto this core is the
-next step (see the note in service.py's issue: it was being edited by others when this landed).
+The gRPC handlers (service.py) validate their protobuf requests and call this core too (with no
+principal: the auth interceptor has checked the call); `send_checked` takes values the gRPC
+validation has already checked, so its hot path does not check twice. GetMessages and
+PeekMessages stream in chunks under the server's byte budget and call LongPoll and the store
+directly.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from .store.base import (
     QueueStats,
     SendOutcome,
     Store,
+    UpdatedMessage,
     VisibilityChange,
 )
 
@@ -262,10 +266,20 @@ class QueueCore:
             except InvalidArgument as error:
                 checked.append(error)
         valid = [c for c in checked if isinstance(c, NewMessage)]
-        sent = await self.store.send(name, valid) if valid else []
-        self.longpoll.sent(name, valid, sent, config.default_delay)
+        sent = await self.send_checked(name, valid, config.default_delay) if valid else []
         outcomes = iter(sent)
         return [c if isinstance(c, InvalidArgument) else next(outcomes) for c in checked]
+
+    async def send_checked(
+        self, name: str, messages: list[NewMessage], default_delay: float
+    ) -> list[SendOutcome]:
+        """Send messages a front end has already checked against the queue's configuration (the
+        gRPC service validates protobuf entries itself, on its hot path), with no grant check:
+        the caller has done it. default_delay: the queue's. Waiting receivers of the queue are
+        woken, about as many as the messages visible now (longpoll.py)."""
+        outcomes = await self.store.send(name, messages)
+        self.longpoll.sent(name, messages, outcomes, default_delay)
+        return outcomes
 
     async def receive(
         self,
@@ -304,8 +318,33 @@ class QueueCore:
             max_outstanding=validation.DEFAULT_MAX_OUTSTANDING,
             attempt_id=validation.max_length(attempt_id, "attempt_id", validation.MAX_ATTEMPT_ID),
         )
+        return await self.long_poll(params, config)
+
+    async def long_poll(
+        self, params: validation.ReceiveParams, config: QueueConfig
+    ) -> list[DeliveredMessage]:
+        """A receive whose parameters are checked (validation.get_messages or the above) against
+        the queue's config: its defaults are filled in here."""
         params = validation.resolve_receive(params, config)
         return await self.longpoll.receive_batch(params, config)
+
+    async def peek(
+        self,
+        principal: Principal | None,
+        name: str,
+        max_messages: int,
+        channel_filter: str = "",
+        include_leased: bool = False,
+        include_delayed: bool = False,
+        after: base.PeekCursor | None = None,
+    ) -> base.PeekPage:
+        self._ready()
+        validation.queue_name(name, "queue")
+        validation.batch_size(max_messages, "max_messages")
+        self._grant(principal, _PEEK, name)
+        return await self.store.peek(
+            name, max_messages, channel_filter, include_leased, include_delayed, after
+        )
 
     async def change_visibility(
         self, principal: Principal | None, name: str, changes: list[VisibilityChange]
@@ -327,15 +366,48 @@ class QueueCore:
         return results
 
     async def delete(
-        self, principal: Principal | None, name: str, receipts: list[str]
+        self,
+        principal: Principal | None,
+        name: str,
+        receipts: list[str],
+        attempt_ids: list[str] | None = None,
     ) -> DeleteOutcome:
+        """Delete by receipt, and every message still leased under one of attempt_ids."""
         self._ready()
         validation.queue_name(name)
-        validation.batch_size(len(receipts), "receipts")
+        attempt_ids = attempt_ids or []
+        validation.batch_size(len(receipts) + len(attempt_ids), "receipts")
         self._grant(principal, _ACK, name)
-        outcome = await self.store.delete(name, receipts)
+        outcome = await self.store.delete(name, receipts, attempt_ids)
         self.longpoll.deleted(name, outcome.deleted_keys)
         return outcome
+
+    async def update_message(
+        self,
+        principal: Principal | None,
+        name: str,
+        receipt: str,
+        *,
+        body: bytes | None = None,
+        attributes: dict[str, str] | None = None,
+        visibility_timeout: float | None = None,
+    ) -> UpdatedMessage:
+        """Replace body/attributes of a leased message (None: keep) and/or move its lease end
+        (0 releases it); LeaseRejected when the receipt holds no live lease."""
+        self._ready()
+        validation.queue_name(name, "queue")
+        if visibility_timeout is not None and not 0.0 <= visibility_timeout <= validation.MAX_VISIBILITY:
+            raise OutOfRange("visibility_timeout", visibility_timeout, 0.0, validation.MAX_VISIBILITY)
+        self._grant(principal, _ACK, name)
+        updated = await self.store.update_message(
+            name, receipt, body=body, attributes=attributes, visibility_timeout=visibility_timeout
+        )
+        if visibility_timeout == 0:
+            self.longpoll.lease_released(name, [updated.key])
+        elif visibility_timeout is not None:
+            # Shorter or longer: a shorter lease must wake a waiter at its new end.
+            self.longpoll.lease_moved(name, updated.key, updated.visible_at)
+        return updated
 
     async def redrive(
         self,

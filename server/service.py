@@ -1,5 +1,6 @@
-"""QueueService: the RPC handlers. Each one validates, calls the store, converts, and tells the
-long-poll hub what happened; nothing else lives here.
+"""QueueService: the RPC handlers. Each one validates its protobuf request, calls the core
+shared with the other front ends (core.py: the store, the long-poll waits and wake-ups) and
+converts the answer; nothing else lives here.
 
 Error handling is one wrapper around every handler: a domain error (`LeaseqError`) becomes its
 gRPC status with google.rpc details (`errors.to_rpc_status`); anything unexpected is logged and
@@ -18,6 +19,7 @@ next_page_token, after CALL_BYTES.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
@@ -32,10 +34,10 @@ from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 
 from . import convert, validation
+from .core import QueueCore
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
 from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, read_estimate
 from .longpoll import LongPoll
-from .page_tokens import PageTokens
 from .store.base import DeliveredMessage, NewMessage, PeekPage, Store, message_size
 
 log = logging.getLogger(__name__)
@@ -131,14 +133,11 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self.budget = ByteBudget(server_bytes)
         self.call_bytes = call_bytes
         self.longpoll = LongPoll(store, self.budget, call_bytes)
-        self._page_tokens: PageTokens | None = None
-
-    @property
-    def _tokens(self) -> PageTokens:
-        # Made on first use: the store's secret exists once the store is open.
-        if self._page_tokens is None:
-            self._page_tokens = PageTokens(self._store.token_key())
-        return self._page_tokens
+        # Handlers go through the core shared with the other front ends (core.py): the store
+        # calls, the long-poll wake-ups and the page tokens live there once. No principal is
+        # passed: the auth interceptor has checked the call before the handler runs. (Receives
+        # and peeks stream in chunks under the byte budget: they use LongPoll/the store directly.)
+        self.core = QueueCore(store, self.longpoll)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -167,58 +166,51 @@ class QueueService(pb_grpc.QueueServiceServicer):
     @_unary
     async def CreateQueue(self, request: pb.CreateQueueRequest, context) -> pb.CreateQueueResponse:
         name, config = validation.create_queue(request)
-        info = await self._store.create_queue(name, config)
+        info = await self.core.create_queue(None, name, config)
         return pb.CreateQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
     async def GetQueue(self, request: pb.GetQueueRequest, context) -> pb.GetQueueResponse:
-        info = await self._store.get_queue(validation.queue_name(request.name))
+        info = await self.core.get_queue(None, validation.queue_name(request.name))
         return pb.GetQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
     async def ListQueues(self, request: pb.ListQueuesRequest, context) -> pb.ListQueuesResponse:
-        params = validation.list_queues(request, self._tokens)
-        # One more than the page: a next_page_token only when another page really exists.
-        infos = await self._store.list_queues(params.prefix, params.after, params.limit + 1)
-        page = infos[: params.limit]
+        params = validation.list_queues(request, self.core.tokens)
+        page = await self.core.list_queues(None, params.prefix, params.after, params.limit)
         token = ""
-        if len(infos) > params.limit:
-            token = self._tokens.encode_list(params.prefix, page[-1].name)
+        if page.more:
+            token = self.core.tokens.encode_list(params.prefix, page.queues[-1].name)
         return pb.ListQueuesResponse(
-            queues=[convert.queue_to_proto(i) for i in page], next_page_token=token
+            queues=[convert.queue_to_proto(i) for i in page.queues], next_page_token=token
         )
 
     @_unary
     async def UpdateQueue(self, request: pb.UpdateQueueRequest, context) -> pb.UpdateQueueResponse:
         name = validation.queue_name(request.name)
         validation.update_mask_paths(request)  # a bad mask is INVALID_ARGUMENT, before NOT_FOUND
-        current = await self._store.get_queue(name)
+        current = await self.core.get_queue(None, name)
         # Read-merge-write: two concurrent updates of different fields may lose one (last
         # writer wins), which is UpdateQueue's usual contract without an etag.
         config = validation.update_queue(request, current.config)
-        info = await self._store.update_queue(name, config)
-        self.longpoll.notify(name)  # e.g. a raised max_in_flight lets waiters deliver
+        info = await self.core.update_queue(None, name, dataclasses.asdict(config))
         return pb.UpdateQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
     async def DeleteQueue(self, request: pb.DeleteQueueRequest, context) -> pb.DeleteQueueResponse:
-        name = validation.queue_name(request.name)
-        await self._store.delete_queue(name)
-        self.longpoll.queue_emptied(name)  # its waiters look again and get NOT_FOUND
+        await self.core.delete_queue(None, validation.queue_name(request.name))
         return pb.DeleteQueueResponse()
 
     @_unary
     async def PurgeQueue(self, request: pb.PurgeQueueRequest, context) -> pb.PurgeQueueResponse:
-        name = validation.queue_name(request.name)
-        count = await self._store.purge_queue(name)
-        self.longpoll.queue_emptied(name)
+        count = await self.core.purge_queue(None, validation.queue_name(request.name))
         return pb.PurgeQueueResponse(purged_count=count)
 
     @_unary
     async def GetQueueStats(
         self, request: pb.GetQueueStatsRequest, context
     ) -> pb.GetQueueStatsResponse:
-        stats = await self._store.stats(validation.queue_name(request.name))
+        stats = await self.core.stats(None, validation.queue_name(request.name))
         return pb.GetQueueStatsResponse(stats=convert.stats_to_proto(stats))
 
     # --- messages ---------------------------------------------------------------------------
@@ -228,7 +220,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, request: pb.SendMessagesRequest, context
     ) -> pb.SendMessagesResponse:
         name = validation.send_request(request)
-        config = (await self._store.get_queue(name)).config
+        config = (await self.core.get_queue(None, name)).config
         entries = request.entries
         send_entry = validation.send_entry
         valid: list[NewMessage] = []
@@ -238,7 +230,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
                 valid.append(send_entry(entry, index, config))
             except InvalidArgument as error:
                 errors[index] = error
-        outcomes = await self._store.send(name, valid) if valid else []
+        outcomes = (
+            await self.core.send_checked(name, valid, config.default_delay) if valid else []
+        )
         if not errors:
             response = convert.send_results_response(entries, outcomes)
         else:
@@ -252,7 +246,6 @@ class QueueService(pb_grpc.QueueServiceServicer):
                     response.results.add(
                         id=entry.id, message_id=outcome.message_id, duplicate=outcome.duplicate
                     )
-        self.longpoll.sent(name, valid, outcomes, config.default_delay)
         response.server_time.CopyFrom(self._now())
         return response
 
@@ -261,7 +254,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, request: pb.GetMessagesRequest, context
     ) -> AsyncGenerator[pb.GetMessagesResponse, None]:
         params = validation.get_messages(request)
-        config = (await self._store.get_queue(params.queue)).config
+        config = (await self.core.get_queue(None, params.queue)).config
         params = validation.resolve_receive(params, config)
         if not params.follow:
             async with aclosing(self.longpoll.receive(params, config)) as chunks:
@@ -312,7 +305,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
     async def PeekMessages(
         self, request: pb.PeekMessagesRequest, context
     ) -> pb.PeekMessagesResponse:
-        params = validation.peek_messages(request, self._tokens)
+        params = validation.peek_messages(request, self.core.tokens)
         with await self.budget.reserve(
             read_estimate(params.max_messages, LARGEST_MESSAGE_BYTES, self.call_bytes)
         ) as reservation:
@@ -347,7 +340,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
             size += cost
         token = ""
         if cursor is not None:
-            token = self._tokens.encode_peek(
+            token = self.core.tokens.encode_peek(
                 params.queue,
                 cursor,
                 params.channel_filter,
@@ -363,8 +356,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, request: pb.ChangeVisibilityRequest, context
     ) -> pb.ChangeVisibilityResponse:
         name, changes = validation.change_visibility(request)
-        results = await self._store.change_visibility(name, changes)
-        self.longpoll.visibility_changed(name, changes, results)
+        results = await self.core.change_visibility(None, name, changes)
         return pb.ChangeVisibilityResponse(
             results=[
                 pb.ChangeVisibilityResult(
@@ -384,8 +376,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, request: pb.DeleteMessagesRequest, context
     ) -> pb.DeleteMessagesResponse:
         name, receipts, attempt_ids = validation.delete_messages(request)
-        outcome = await self._store.delete(name, receipts, attempt_ids)
-        self.longpoll.deleted(name, outcome.deleted_keys)
+        outcome = await self.core.delete(None, name, receipts, attempt_ids)
         response = convert.delete_results_response(outcome.results)
         for attempt, count in outcome.attempt_counts:
             response.attempt_results.add(receive_attempt_id=attempt, deleted_count=count)
@@ -397,17 +388,14 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, request: pb.UpdateMessageRequest, context
     ) -> pb.UpdateMessageResponse:
         params = validation.update_message(request)
-        updated = await self._store.update_message(
+        updated = await self.core.update_message(
+            None,
             params.queue,
             params.receipt,
             body=params.body,
             attributes=params.attributes,
             visibility_timeout=params.visibility_timeout,
         )
-        if params.visibility_timeout == 0:
-            self.longpoll.lease_released(params.queue, [updated.key])
-        elif params.visibility_timeout is not None:
-            self.longpoll.lease_moved(params.queue, updated.key, updated.visible_at)
         return pb.UpdateMessageResponse(
             receipt=updated.receipt,
             visible_at=convert.seconds_to_timestamp(updated.visible_at),
@@ -419,15 +407,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, request: pb.RedriveMessagesRequest, context
     ) -> pb.RedriveMessagesResponse:
         params = validation.redrive_messages(request)
-        moved = await self._store.redrive(
-            params.queue, params.destination, params.max_messages, params.channel_filter
+        moved = await self.core.redrive(
+            None, params.queue, params.destination, params.max_messages, params.channel_filter
         )
-        if moved:
-            if params.destination is not None:
-                self.longpoll.became_visible(params.destination, moved)
-            else:
-                # The messages went back to their source queues, which only the store knows.
-                self.longpoll.wake_all()
         return pb.RedriveMessagesResponse(moved_count=moved)
 
 
