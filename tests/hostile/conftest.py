@@ -17,7 +17,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.ops.conftest import START_TIMEOUT, Serve
+from tests.ops.conftest import START_TIMEOUT, Serve, killed_at_the_end
 from tests.ops.conftest import serve_process  # noqa: F401 - a fixture, re-exported
 from tests.support.postgres import fresh_schema
 from tests.support.postgres import store_url as postgres_url
@@ -72,15 +72,6 @@ class QuietServe(Serve):
 
 
 @pytest.fixture
-def serve_quiet() -> Iterator[type[QuietServe]]:
+def serve_quiet() -> Iterator[type[Serve]]:
     """QuietServe(tmp_path, store_url, *flags).start(); killed at the end if still running."""
-    started: list[QuietServe] = []
-
-    class _Tracked(QuietServe):
-        def start(self) -> QuietServe:
-            started.append(self)
-            return super().start()
-
-    yield _Tracked
-    for server in started:
-        server.kill()
+    yield from killed_at_the_end(QuietServe)

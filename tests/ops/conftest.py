@@ -133,12 +133,12 @@ class Serve:
             self.process.wait()
 
 
-@pytest.fixture
-def serve_process(tmp_path: Path) -> Iterator[type[Serve]]:
-    """Serve(tmp_path, store_url, *flags).start(); killed at the end if still running."""
+def killed_at_the_end(kind: type[Serve]) -> Iterator[type[Serve]]:
+    """A fixture body: yields a subclass of kind whose started servers are killed at the end
+    (if still running)."""
     started: list[Serve] = []
 
-    class _Tracked(Serve):
+    class _Tracked(kind):  # type: ignore[valid-type, misc]
         def start(self) -> Serve:
             started.append(self)
             return super().start()
@@ -146,3 +146,9 @@ def serve_process(tmp_path: Path) -> Iterator[type[Serve]]:
     yield _Tracked
     for server in started:
         server.kill()
+
+
+@pytest.fixture
+def serve_process(tmp_path: Path) -> Iterator[type[Serve]]:
+    """Serve(tmp_path, store_url, *flags).start(); killed at the end if still running."""
+    yield from killed_at_the_end(Serve)
