@@ -12,6 +12,7 @@ from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from leaseq._native import speedups
 from leaseq.v1 import queue_service_pb2 as pb
 
 from .errors import InvalidArgument
@@ -200,11 +201,54 @@ class ReceivedEncoder:
         return pb.GetMessagesResponse.FromString(b"".join(parts))
 
 
+def encode_received(messages: list[base.DeliveredMessage]) -> list[bytes]:
+    """ReceivedEncoder's bytes for each message: by the compiled twin (leaseq._native, about a
+    tenth of the cost) when it is built, else by ReceivedEncoder itself. The twin raises on
+    anything it does not expect (a type, a range), and then ReceivedEncoder answers: the
+    result, or the error, is always ReceivedEncoder's."""
+    if speedups is not None:
+        try:
+            return speedups.encode_received(messages)
+        except Exception:
+            pass
+    encode = ReceivedEncoder()
+    return [encode(message) for message in messages]
+
+
+_OK = base.LeaseStatus.OK
+
+
+def _framed_alike(texts: list[str], tag: str, suffix: str = "") -> bytes | None:
+    """Field 1 entries (tag 0x0a, length) each holding `tag`, one of texts and suffix, as one
+    join: what the per-entry loops below write, when every text is ASCII and of one short
+    length (receipts, message ids), so that every entry has the same framing bytes. None when
+    they are not (the loops do it)."""
+    if not texts:
+        return b""
+    lengths = set(map(len, texts))
+    if len(lengths) != 1:
+        return None
+    (length,) = lengths
+    entry = len(tag) + 1 + length + len(suffix)
+    if entry >= 128:  # one-byte varints only
+        return None
+    joined = f"{suffix}\x0a{chr(entry)}{tag}{chr(length)}".join(texts)
+    if not joined.isascii():  # UTF-8 lengths would differ from len()
+        return None
+    return f"\x0a{chr(entry)}{tag}{chr(length)}{joined}{suffix}".encode("ascii")
+
+
 def send_results_response(
     entries: Any, outcomes: list[base.SendOutcome]
 ) -> pb.SendMessagesResponse:
     """A SendMessagesResponse with one SendResult (id echoed, message_id, duplicate) per entry,
     all accepted, written as wire bytes and parsed once (see ReceivedEncoder)."""
+    message_ids = [outcome.message_id for outcome in outcomes]
+    if not any(outcome.duplicate for outcome in outcomes) and not any(e.id for e in entries):
+        # The common batch (no entry ids, no duplicates): every result has the same framing.
+        framed = _framed_alike(message_ids, "\x12")
+        if framed is not None:
+            return pb.SendMessagesResponse.FromString(framed)
     parts = []
     for entry, outcome in zip(entries, outcomes):
         entry_id = entry.id
@@ -220,6 +264,11 @@ def send_results_response(
 def delete_results_response(results: list[base.LeaseResult]) -> pb.DeleteMessagesResponse:
     """A DeleteMessagesResponse with one DeleteResult (receipt, status) per result, written as
     wire bytes and parsed once (see ReceivedEncoder: add() per entry cost three times as much)."""
+    if all(result.status == _OK for result in results):
+        # The common ack: every entry is a receipt (same length, ASCII) and OK.
+        framed = _framed_alike([result.receipt for result in results], "\x0a", "\x10\x01")
+        if framed is not None:
+            return pb.DeleteMessagesResponse.FromString(framed)
     parts = []
     for result in results:
         entry = _string_field(b"\x0a", result.receipt) + b"\x10" + _varint(result.status)

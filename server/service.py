@@ -283,11 +283,14 @@ class QueueService(pb_grpc.QueueServiceServicer):
     ) -> Iterable[pb.GetMessagesResponse]:
         """Responses of at most RESPONSE_BUDGET bytes of messages; one empty response when
         always and no message."""
-        encode = convert.ReceivedEncoder()
+        encoded_messages = convert.encode_received(messages)
+        if sum(map(len, encoded_messages)) <= RESPONSE_BUDGET:  # the usual case: one response
+            if encoded_messages or always:
+                yield self._received(encoded_messages)
+            return
         parts: list[bytes] = []
         size = 0
-        for message in messages:
-            encoded = encode(message)
+        for encoded in encoded_messages:
             if size and size + len(encoded) > RESPONSE_BUDGET:
                 yield self._received(parts)
                 parts, size = [], 0

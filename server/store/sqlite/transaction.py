@@ -10,6 +10,8 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from ...errors import (
@@ -66,6 +68,20 @@ IN_CHUNK = 500
 def _chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+_BODY = attrgetter("body")
+
+
+def _plain(message: NewMessage) -> bool:
+    """Only a body: no attributes, channel, delay, ttl or dedup id (send's fast path)."""
+    return (
+        not message.attributes
+        and not message.channel
+        and message.delay is None
+        and message.ttl is None
+        and not message.dedup_id
+    )
 
 
 def _runs(deleted: Iterable[tuple[int, int]]) -> list[tuple[int, int, int]]:
@@ -405,6 +421,8 @@ class _Tx:
     def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
         found = self.queue(name)
         config, now = found.config, self.now
+        if all(_plain(m) for m in messages):
+            return self._send_plain(found, messages)
         known = self._live_dedup(found, {m.dedup_id for m in messages if m.dedup_id})
         outcomes: list[SendOutcome] = []
         rows: list[tuple[Any, ...]] = []
@@ -438,6 +456,24 @@ class _Tx:
                 records,
             )
         return outcomes
+
+    def _send_plain(self, found: _Queue, messages: list[NewMessage]) -> list[SendOutcome]:
+        """send() of messages that are only a body (the common batch): the same rows, built
+        column by column in C (zip, repeat) instead of a tuple per message in Python."""
+        config, now = found.config, self.now
+        ids = os.urandom(16 * len(messages)).hex()
+        message_ids = [ids[start : start + 32] for start in range(0, len(ids), 32)]
+        self.conn.executemany(
+            INSERT_MESSAGE_SQL,
+            zip(
+                repeat(found.id), message_ids, map(_BODY, messages), repeat(None), repeat(""),
+                repeat(now), repeat(now + config.message_retention),
+                repeat(now + config.default_delay),
+            ),
+        )
+        if messages:
+            self.conn.execute(COUNT_CHANNEL_SQL, (found.id, "", len(messages)))
+        return list(map(SendOutcome, message_ids))
 
     def _live_dedup(self, found: _Queue, dedup_ids: set[str]) -> dict[str, str]:
         """dedup_id -> original message_id, for the ids still inside their window."""
@@ -618,6 +654,8 @@ class _Tx:
             DELIVER_SQL,
             (self.now + timeout, 1 if timeout > 0 else 0, attempt_id or None, json.dumps(keys)),
         ).fetchall()
+        if [row[0] for row in rows] == keys:
+            return rows  # usually so already: a check costs a tenth of the sort
         position = {key: index for index, key in enumerate(keys)}
         rows.sort(key=lambda row: position[row[0]])  # RETURNING has no order
         return rows

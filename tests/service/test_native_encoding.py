@@ -1,0 +1,162 @@
+"""The compiled per-message loops (leaseq._native.speedups) give byte for byte what their
+pure-Python twins give, and the twins stay the answer whenever the compiled one is missing or
+refuses its input."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sysconfig
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from leaseq._native import speedups
+from leaseq.server import convert
+from leaseq.server.store.base import DeliveredMessage, LeaseResult, LeaseStatus, SendOutcome
+from leaseq.v1 import queue_service_pb2 as pb
+
+
+def _compiler_present() -> bool:
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    return shutil.which(cc) is not None
+
+
+def test_the_extension_is_built_where_a_compiler_is() -> None:
+    """`pip install` builds it when it can (setup.py); if this fails on a machine with a C
+    compiler, the speedups silently went missing."""
+    if _compiler_present():
+        assert speedups is not None
+    else:
+        assert speedups is None
+
+
+@pytest.fixture(scope="module")
+def native():
+    if speedups is None:
+        pytest.fail("leaseq._native.speedups is not built (no C compiler at install time?)")
+    return speedups
+
+
+# Instants as the stores give them (floats of this era, small and negative ones, integral ones,
+# halves of a nanosecond that round to even) and as a caller might (ints).
+instants = st.one_of(
+    st.floats(min_value=-1e10, max_value=1e10, allow_nan=False, allow_infinity=False),
+    st.floats(min_value=1.7e9, max_value=1.9e9),
+    st.integers(min_value=-(2**33), max_value=2**33),
+    st.sampled_from([0.0, -0.0, 0.5e-9, 1.5e-9, 2.5e-9, -0.5e-9, 1_800_000_000.0000000005]),
+)
+texts = st.text(max_size=300)
+messages = st.builds(
+    DeliveredMessage,
+    key=st.integers(min_value=1, max_value=2**62),
+    message_id=texts,
+    receipt=texts,
+    body=st.binary(max_size=400),
+    attributes=st.dictionaries(texts, texts, max_size=4),
+    channel=texts,
+    enqueued_at=instants,
+    expires_at=instants,
+    visible_at=instants,
+    delivery_count=st.integers(min_value=0, max_value=2**63 - 1),
+    last_error=texts,
+)
+
+
+def _python(batch: list[DeliveredMessage]) -> list[bytes]:
+    encode = convert.ReceivedEncoder()
+    return [encode(message) for message in batch]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(messages, max_size=8))
+@example([DeliveredMessage(1, "a", "r", b"", {}, "", 1e300, 0.0, 0.0, 0, "")])
+def test_encode_received_is_byte_identical_to_the_python_encoder(native, batch) -> None:
+    try:
+        expected = _python(batch)
+    except Exception:
+        # The Python encoder refuses it (an instant beyond Timestamp's range...): the compiled
+        # one must refuse too, so that the caller's fallback gives Python's error.
+        with pytest.raises(Exception):
+            native.encode_received(batch)
+        return
+    try:
+        got = native.encode_received(batch)
+    except (OverflowError, TypeError):
+        return  # refused (a range it does not handle): the caller falls back to Python's
+    assert got == expected
+    assert convert.encode_received(batch) == expected
+
+
+def test_encode_received_hands_unexpected_input_to_python() -> None:
+    """A body that is not bytes, an attributes mapping that is not a dict, an instant that is
+    not a number: the compiled loop raises, and convert.encode_received answers as Python does."""
+    t = 1_800_000_000.25
+    odd = [
+        DeliveredMessage(1, "m", "r", bytearray(b"x"), {}, "", t, t, t, 1, ""),  # type: ignore[arg-type]
+        DeliveredMessage(2, "m", "r", b"x", {}, "", t, t, t, 1, ""),
+    ]
+    assert convert.encode_received(odd) == _python(odd)
+    broken = [DeliveredMessage(1, "m", "r", b"x", {}, "", "soon", t, t, 1, "")]  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        convert.encode_received(broken)
+    if speedups is not None:
+        with pytest.raises(TypeError):
+            speedups.encode_received(broken)
+    with pytest.raises((OverflowError, ValueError)):
+        convert.encode_received([DeliveredMessage(1, "m", "r", b"", {}, "", math.inf, t, t, 1, "")])
+
+
+def test_encode_received_without_the_extension(monkeypatch) -> None:
+    """The fallback alone (a machine without a compiler) gives the same bytes."""
+    t = 1_800_000_000.123456
+    batch = [DeliveredMessage(1, "a" * 32, "r" * 39, b"x" * 100, {"k": "é"}, "c", t, t, t, 3, "")]
+    expected = convert.encode_received(batch)
+    monkeypatch.setattr(convert, "speedups", None)
+    assert convert.encode_received(batch) == expected == _python(batch)
+
+
+# --- the one-join framing of send and delete results (pure Python, no compiled twin) ----------
+
+
+def _delete_results_one_by_one(results: list[LeaseResult]) -> pb.DeleteMessagesResponse:
+    return pb.DeleteMessagesResponse(
+        results=[pb.DeleteResult(receipt=r.receipt, status=int(r.status)) for r in results]
+    )
+
+
+@given(
+    st.lists(
+        st.builds(
+            LeaseResult,
+            receipt=st.one_of(st.text(max_size=150), st.text("abcXYZ-_09", min_size=39, max_size=39)),
+            status=st.sampled_from(list(LeaseStatus)),
+        ),
+        max_size=6,
+    )
+)
+def test_delete_results_framed_at_once_equal_the_protobuf_api(results) -> None:
+    assert convert.delete_results_response(results) == _delete_results_one_by_one(results)
+
+
+@given(
+    st.lists(st.text("0123456789abcdef", min_size=32, max_size=32), max_size=6),
+    st.data(),
+)
+def test_send_results_framed_at_once_equal_the_protobuf_api(ids, data) -> None:
+    entries = [pb.SendEntry(body=b"x", id=data.draw(st.sampled_from(["", "", "e"]))) for _ in ids]
+    outcomes = [SendOutcome(i, duplicate=data.draw(st.booleans())) for i in ids]
+    expected = pb.SendMessagesResponse(
+        results=[
+            pb.SendResult(id=e.id, message_id=o.message_id, duplicate=o.duplicate)
+            for e, o in zip(entries, outcomes)
+        ]
+    )
+    assert convert.send_results_response(entries, outcomes) == expected
+    # The fast framing (no ids, no duplicates) must give exactly the same bytes.
+    plain = [pb.SendEntry(body=b"x") for _ in ids]
+    fresh = [SendOutcome(i) for i in ids]
+    assert convert.send_results_response(plain, fresh).SerializeToString() == pb.SendMessagesResponse(
+        results=[pb.SendResult(message_id=i) for i in ids]
+    ).SerializeToString()
