@@ -249,9 +249,265 @@ fail:
     return NULL;
 }
 
+/* --- receipts: keyed BLAKE2b (RFC 7693) and base64url, as server/receipts.py writes them -------
+
+   encode_receipts(blake_key, queue_uid, pairs) -> list[str]
+       ReceiptCodec.encode(queue_uid, key, seq) for each (key, seq) pair: version 2 receipts.
+   decode_receipts(blake_key, queue_uid, receipts) -> list[tuple[int, int] | None]
+       ReceiptCodec.decode(receipt, queue_uid) for each receipt. A receipt of version 1
+       (HMAC-SHA256, older releases) raises NotImplementedError: the caller decodes that batch
+       in Python. */
+
+static const uint64_t blake2b_iv[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
+};
+
+static const uint8_t blake2b_sigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+static inline uint64_t rotr64(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
+
+static uint64_t load64_le(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+#define G(a, b, c, d, x, y) \
+    do { \
+        a = a + b + (x); d = rotr64(d ^ a, 32); c = c + d; b = rotr64(b ^ c, 24); \
+        a = a + b + (y); d = rotr64(d ^ a, 16); c = c + d; b = rotr64(b ^ c, 63); \
+    } while (0)
+
+static void blake2b_compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last) {
+    uint64_t m[16], v[16];
+    for (int i = 0; i < 16; i++) m[i] = load64_le(block + 8 * i);
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = blake2b_iv[i];
+    }
+    v[12] ^= t;  /* the high word of the counter stays 0: messages here are tiny */
+    if (last) v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = blake2b_sigma[r];
+        G(v[0], v[4], v[8], v[12], m[s[0]], m[s[1]]);
+        G(v[1], v[5], v[9], v[13], m[s[2]], m[s[3]]);
+        G(v[2], v[6], v[10], v[14], m[s[4]], m[s[5]]);
+        G(v[3], v[7], v[11], v[15], m[s[6]], m[s[7]]);
+        G(v[0], v[5], v[10], v[15], m[s[8]], m[s[9]]);
+        G(v[1], v[6], v[11], v[12], m[s[10]], m[s[11]]);
+        G(v[2], v[7], v[8], v[13], m[s[12]], m[s[13]]);
+        G(v[3], v[4], v[9], v[14], m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+}
+
+#define MAC_BYTES 16
+#define BODY_BYTES 13  /* version (1) | key (8) | receipt_seq (4) */
+#define RAW_BYTES (BODY_BYTES + MAC_BYTES)
+#define TEXT_CHARS 39
+
+/* The state after the key block: each MAC then costs one compression (the message block). */
+static int keyed_state(PyObject *key, uint64_t state[8]) {
+    if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) < 1 || PyBytes_GET_SIZE(key) > 64) {
+        PyErr_SetString(PyExc_ValueError, "the BLAKE2b key must be 1 to 64 bytes");
+        return -1;
+    }
+    Py_ssize_t keylen = PyBytes_GET_SIZE(key);
+    uint8_t block[128] = {0};
+    memcpy(block, PyBytes_AS_STRING(key), (size_t)keylen);
+    for (int i = 0; i < 8; i++) state[i] = blake2b_iv[i];
+    state[0] ^= 0x01010000ULL ^ ((uint64_t)keylen << 8) ^ MAC_BYTES;
+    blake2b_compress(state, block, 128, 0);
+    return 0;
+}
+
+/* MAC of body (13 bytes) + uid (8 bytes, big-endian) under the keyed state. */
+static void receipt_mac(const uint64_t keyed[8], const uint8_t body[BODY_BYTES],
+                        const uint8_t uid[8], uint8_t out[MAC_BYTES]) {
+    uint64_t h[8];
+    uint8_t block[128] = {0};
+    memcpy(h, keyed, sizeof h);
+    memcpy(block, body, BODY_BYTES);
+    memcpy(block + BODY_BYTES, uid, 8);
+    blake2b_compress(h, block, 128 + BODY_BYTES + 8, 1);
+    for (int i = 0; i < MAC_BYTES; i++) out[i] = (uint8_t)(h[i / 8] >> (8 * (i % 8)));
+}
+
+static void put_be(uint8_t *p, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+static int uid_bytes(PyObject *queue_uid, uint8_t uid[8]) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(queue_uid);  /* struct ">Q" refuses the same */
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    put_be(uid, v, 8);
+    return 0;
+}
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+static PyObject *encode_receipts(PyObject *self, PyObject *args) {
+    PyObject *key, *queue_uid, *pairs;
+    if (!PyArg_ParseTuple(args, "OOO", &key, &queue_uid, &pairs)) return NULL;
+    uint64_t keyed[8];
+    uint8_t uid[8];
+    if (keyed_state(key, keyed) < 0 || uid_bytes(queue_uid, uid) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(pairs, "pairs must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "expected (key, receipt_seq) tuples");
+            goto fail;
+        }
+        unsigned long long message_key = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
+        if (message_key == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
+        unsigned long long receipt_seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 1));
+        if (receipt_seq == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
+        if (receipt_seq > 0xFFFFFFFFULL) {
+            PyErr_SetString(PyExc_OverflowError, "receipt_seq out of range");
+            goto fail;
+        }
+        uint8_t raw[RAW_BYTES + 1];
+        raw[0] = 2;
+        put_be(raw + 1, message_key, 8);
+        put_be(raw + 9, receipt_seq, 4);
+        receipt_mac(keyed, raw, uid, raw + BODY_BYTES);
+        raw[RAW_BYTES] = 0;  /* the pad byte: 30 bytes = 40 characters, the last one dropped */
+        char text[40];
+        for (int g = 0; g < 10; g++) {
+            uint32_t v = ((uint32_t)raw[3 * g] << 16) | ((uint32_t)raw[3 * g + 1] << 8) | raw[3 * g + 2];
+            text[4 * g] = b64url[(v >> 18) & 63];
+            text[4 * g + 1] = b64url[(v >> 12) & 63];
+            text[4 * g + 2] = b64url[(v >> 6) & 63];
+            text[4 * g + 3] = b64url[v & 63];
+        }
+        PyObject *receipt = PyUnicode_FromStringAndSize(text, TEXT_CHARS);
+        if (receipt == NULL) goto fail;
+        PyList_SET_ITEM(out, i, receipt);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+static int b64url_value(int c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '-') return 62;
+    if (c == '_') return 63;
+    return -1;
+}
+
+/* decode() of one receipt: 1 with (key, seq) set, 0 when it is not a valid receipt of this
+   queue, -1 with an exception (version 1: NotImplementedError). */
+static int decode_one(PyObject *receipt, const uint64_t keyed[8], const uint8_t uid[8],
+                      unsigned long long *message_key, unsigned long *receipt_seq) {
+    if (!PyUnicode_Check(receipt) || PyUnicode_GET_LENGTH(receipt) != TEXT_CHARS
+        || !PyUnicode_IS_ASCII(receipt))
+        return 0;
+    const unsigned char *text = PyUnicode_1BYTE_DATA(receipt);
+    uint8_t raw[RAW_BYTES + 2];
+    for (int g = 0; g < 10; g++) {
+        int values[4];
+        for (int j = 0; j < 4; j++) {
+            int index = 4 * g + j;
+            values[j] = index < TEXT_CHARS ? b64url_value(text[index]) : 0;
+            if (values[j] < 0) return 0;
+        }
+        uint32_t v = ((uint32_t)values[0] << 18) | ((uint32_t)values[1] << 12)
+                     | ((uint32_t)values[2] << 6) | (uint32_t)values[3];
+        raw[3 * g] = (uint8_t)(v >> 16);
+        if (3 * g + 1 < RAW_BYTES + 2) raw[3 * g + 1] = (uint8_t)(v >> 8);
+        if (3 * g + 2 < RAW_BYTES + 2) raw[3 * g + 2] = (uint8_t)v;
+    }
+    /* Base64 leaves 2 spare low bits in the last character: only 0 is a receipt issued. */
+    if (b64url_value(text[TEXT_CHARS - 1]) & 3) return 0;
+    int version = raw[0];
+    if (version == 1) {
+        PyErr_SetString(PyExc_NotImplementedError, "version 1 receipt");
+        return -1;
+    }
+    if (version != 2) return 0;
+    uint8_t expected[MAC_BYTES];
+    receipt_mac(keyed, raw, uid, expected);
+    uint8_t diff = 0;  /* constant time, as hmac.compare_digest */
+    for (int i = 0; i < MAC_BYTES; i++) diff |= (uint8_t)(expected[i] ^ raw[BODY_BYTES + i]);
+    if (diff) return 0;
+    unsigned long long k = 0;
+    for (int i = 1; i < 9; i++) k = (k << 8) | raw[i];
+    unsigned long sq = 0;
+    for (int i = 9; i < 13; i++) sq = (sq << 8) | raw[i];
+    *message_key = k;
+    *receipt_seq = sq;
+    return 1;
+}
+
+static PyObject *decode_receipts(PyObject *self, PyObject *args) {
+    PyObject *key, *queue_uid, *receipts;
+    if (!PyArg_ParseTuple(args, "OOO", &key, &queue_uid, &receipts)) return NULL;
+    uint64_t keyed[8];
+    uint8_t uid[8];
+    if (keyed_state(key, keyed) < 0 || uid_bytes(queue_uid, uid) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(receipts, "receipts must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long message_key;
+        unsigned long receipt_seq;
+        int found = decode_one(PySequence_Fast_GET_ITEM(seq, i), keyed, uid, &message_key,
+                               &receipt_seq);
+        if (found < 0) goto fail;
+        PyObject *item;
+        if (found) {
+            item = Py_BuildValue("(Kk)", message_key, receipt_seq);
+            if (item == NULL) goto fail;
+        } else {
+            item = Py_NewRef(Py_None);
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"encode_received", encode_received, METH_O,
      "encode_received(messages) -> list[bytes]: ReceivedEncoder's bytes for each message."},
+    {"encode_receipts", encode_receipts, METH_VARARGS,
+     "encode_receipts(blake_key, queue_uid, pairs) -> list[str]: ReceiptCodec.encode of each."},
+    {"decode_receipts", decode_receipts, METH_VARARGS,
+     "decode_receipts(blake_key, queue_uid, receipts) -> list: ReceiptCodec.decode of each."},
     {NULL, NULL, 0, NULL},
 };
 
