@@ -501,6 +501,153 @@ fail:
     return NULL;
 }
 
+/* --- sends: the entries of a SendMessagesRequest that are only an id and a body -------------
+
+   plain_entries(data) -> (ids, bodies) | None
+       data: a serialized SendMessagesRequest. When every entry sets no field but id (1) and
+       body (2), their values, in order (a field given twice: the last one, as protobuf reads
+       it); None when any entry sets another field, or the bytes do not parse. Python's twin is
+       convert.plain_entries_python. */
+
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*p >= end) return -1;
+        uint8_t byte = *(*p)++;
+        v |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Skip one field's value of wire type `type`; -1 when malformed. */
+static int skip_value(const uint8_t **p, const uint8_t *end, int type) {
+    uint64_t n;
+    switch (type) {
+    case 0: return read_varint(p, end, &n);
+    case 1: if (end - *p < 8) return -1; *p += 8; return 0;
+    case 5: if (end - *p < 4) return -1; *p += 4; return 0;
+    case 2:
+        if (read_varint(p, end, &n) < 0 || n > (uint64_t)(end - *p)) return -1;
+        *p += n;
+        return 0;
+    default: return -1;  /* groups (3, 4) never appear in these messages */
+    }
+}
+
+/* 1: plain, with id/body set (borrowed pointers into the buffer); 0: not plain; -1 malformed. */
+static int scan_entry(const uint8_t *p, const uint8_t *end, const uint8_t **id, uint64_t *id_len,
+                      const uint8_t **body, uint64_t *body_len) {
+    *id = *body = NULL;
+    *id_len = *body_len = 0;
+    while (p < end) {
+        uint64_t tag, n;
+        if (read_varint(&p, end, &tag) < 0) return -1;
+        uint64_t field = tag >> 3;
+        int type = (int)(tag & 7);
+        if ((field == 1 || field == 2) && type == 2) {
+            if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p)) return -1;
+            if (field == 1) { *id = p; *id_len = n; }
+            else { *body = p; *body_len = n; }
+            p += n;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *plain_entries(PyObject *self, PyObject *data) {
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "expected bytes");
+        return NULL;
+    }
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(data);
+    const uint8_t *end = p + PyBytes_GET_SIZE(data);
+    PyObject *ids = PyList_New(0), *bodies = PyList_New(0);
+    PyObject *empty_id = NULL;
+    if (ids == NULL || bodies == NULL) goto fail;
+    while (p < end) {
+        uint64_t tag, n;
+        if (read_varint(&p, end, &tag) < 0) goto not_plain;
+        uint64_t field = tag >> 3;
+        int type = (int)(tag & 7);
+        if (field == 2 && type == 2) {
+            if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p)) goto not_plain;
+            const uint8_t *id, *body;
+            uint64_t id_len, body_len;
+            int plain = scan_entry(p, p + n, &id, &id_len, &body, &body_len);
+            if (plain <= 0) goto not_plain;
+            p += n;
+            PyObject *id_text;
+            if (id_len == 0) {
+                if (empty_id == NULL && (empty_id = PyUnicode_FromStringAndSize("", 0)) == NULL)
+                    goto fail;
+                id_text = Py_NewRef(empty_id);
+            } else {
+                id_text = PyUnicode_DecodeUTF8((const char *)id, (Py_ssize_t)id_len, "strict");
+                if (id_text == NULL) goto fail;
+            }
+            int failed = PyList_Append(ids, id_text);
+            Py_DECREF(id_text);
+            if (failed) goto fail;
+            PyObject *body_bytes = PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)body_len);
+            if (body_bytes == NULL) goto fail;
+            failed = PyList_Append(bodies, body_bytes);
+            Py_DECREF(body_bytes);
+            if (failed) goto fail;
+        } else if (skip_value(&p, end, type) < 0) {
+            goto not_plain;
+        }
+    }
+    Py_XDECREF(empty_id);
+    return Py_BuildValue("(NN)", ids, bodies);
+not_plain:
+    Py_XDECREF(empty_id);
+    Py_DECREF(ids);
+    Py_DECREF(bodies);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(empty_id);
+    Py_XDECREF(ids);
+    Py_XDECREF(bodies);
+    return NULL;
+}
+
+/* send_results(ids, message_ids) -> bytes: a SendMessagesResponse's `results`, one SendResult
+   (id when not empty, message_id) per pair, as convert.send_results_response writes them. */
+static PyObject *send_results(PyObject *self, PyObject *args) {
+    PyObject *ids, *message_ids;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &ids, &PyList_Type, &message_ids)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ids);
+    if (PyList_GET_SIZE(message_ids) != n) {
+        PyErr_SetString(PyExc_ValueError, "ids and message_ids differ in length");
+        return NULL;
+    }
+    Buf out = {NULL, 0, 0}, entry = {NULL, 0, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyList_GET_ITEM(ids, i);
+        entry.len = 0;
+        int set = PyObject_IsTrue(id);
+        if (set < 0 || (set && put_string_field(&entry, 0x0a, id) < 0)) goto fail;
+        if (put_string_field(&entry, 0x12, PyList_GET_ITEM(message_ids, i)) < 0) goto fail;
+        if (put_byte(&out, 0x0a) < 0 || put_varint(&out, (uint64_t)entry.len) < 0
+            || put(&out, entry.data, entry.len) < 0)
+            goto fail;
+    }
+    PyObject *result = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
+    PyMem_Free(out.data);
+    PyMem_Free(entry.data);
+    return result;
+fail:
+    PyMem_Free(out.data);
+    PyMem_Free(entry.data);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"encode_received", encode_received, METH_O,
      "encode_received(messages) -> list[bytes]: ReceivedEncoder's bytes for each message."},
@@ -508,6 +655,10 @@ static PyMethodDef methods[] = {
      "encode_receipts(blake_key, queue_uid, pairs) -> list[str]: ReceiptCodec.encode of each."},
     {"decode_receipts", decode_receipts, METH_VARARGS,
      "decode_receipts(blake_key, queue_uid, receipts) -> list: ReceiptCodec.decode of each."},
+    {"plain_entries", plain_entries, METH_O,
+     "plain_entries(data) -> (ids, bodies) | None: a SendMessagesRequest's id/body-only entries."},
+    {"send_results", send_results, METH_VARARGS,
+     "send_results(ids, message_ids) -> bytes: SendMessagesResponse results, as wire bytes."},
     {NULL, NULL, 0, NULL},
 };
 

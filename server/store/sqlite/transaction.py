@@ -422,7 +422,7 @@ class _Tx:
         found = self.queue(name)
         config, now = found.config, self.now
         if all(_plain(m) for m in messages):
-            return self._send_plain(found, messages)
+            return list(map(SendOutcome, self._insert_bodies(found, list(map(_BODY, messages)))))
         known = self._live_dedup(found, {m.dedup_id for m in messages if m.dedup_id})
         outcomes: list[SendOutcome] = []
         rows: list[tuple[Any, ...]] = []
@@ -457,23 +457,27 @@ class _Tx:
             )
         return outcomes
 
-    def _send_plain(self, found: _Queue, messages: list[NewMessage]) -> list[SendOutcome]:
-        """send() of messages that are only a body (the common batch): the same rows, built
-        column by column in C (zip, repeat) instead of a tuple per message in Python."""
+    def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
+        """send() of messages that are only a body: their message ids."""
+        return self._insert_bodies(self.queue(name), bodies)
+
+    def _insert_bodies(self, found: _Queue, bodies: list[bytes]) -> list[str]:
+        """The rows of messages that are only a body (the common batch), as send() writes
+        them, built column by column in C (zip, repeat) instead of a tuple per message in
+        Python: their message ids."""
         config, now = found.config, self.now
-        ids = os.urandom(16 * len(messages)).hex()
+        ids = os.urandom(16 * len(bodies)).hex()
         message_ids = [ids[start : start + 32] for start in range(0, len(ids), 32)]
         self.conn.executemany(
             INSERT_MESSAGE_SQL,
             zip(
-                repeat(found.id), message_ids, map(_BODY, messages), repeat(None), repeat(""),
-                repeat(now), repeat(now + config.message_retention),
-                repeat(now + config.default_delay),
+                repeat(found.id), message_ids, bodies, repeat(None), repeat(""), repeat(now),
+                repeat(now + config.message_retention), repeat(now + config.default_delay),
             ),
         )
-        if messages:
-            self.conn.execute(COUNT_CHANNEL_SQL, (found.id, "", len(messages)))
-        return list(map(SendOutcome, message_ids))
+        if bodies:
+            self.conn.execute(COUNT_CHANNEL_SQL, (found.id, "", len(bodies)))
+        return message_ids
 
     def _live_dedup(self, found: _Queue, dedup_ids: set[str]) -> dict[str, str]:
         """dedup_id -> original message_id, for the ids still inside their window."""
