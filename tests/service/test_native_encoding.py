@@ -228,7 +228,11 @@ def test_receipts_are_checked_identically_in_c(native, monkeypatch, data, key, u
     python = _python_codec(monkeypatch, key)
     expected = [python.decode(receipt, uid) for receipt in batch]  # type: ignore[arg-type]
     assert python.decode_many(batch, uid) == expected  # type: ignore[arg-type]
-    assert native.decode_receipts(key[:64], uid, batch) == expected
+    try:
+        assert native.decode_receipts(key[:64], uid, batch) == expected
+    except NotImplementedError:
+        # A changed character made a version byte of 1 (HMAC-SHA256): left to Python, below.
+        pass
     monkeypatch.undo()
     assert ReceiptCodec(key).decode_many(batch, uid) == expected  # type: ignore[arg-type]
 
