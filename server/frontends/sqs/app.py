@@ -26,12 +26,12 @@ from typing import Any
 
 from aiohttp import web
 
-from ...addresses import parse_listen
 from ...auth import FixedPolicy, PolicyFile, Principal
 from ...core import QueueCore
 from ...errors import LeaseqError
 from ...logs import request_id_var
 from ...metrics import Metrics
+from ..http_site import HttpSite
 from . import protocol_json, protocol_query, sigv4
 from .actions import ACTIONS, Context
 from .errors import (
@@ -81,7 +81,7 @@ class SqsFrontend:
         self.max_request_bytes = max_request_bytes
         self.move_tasks: dict[str, dict[str, Any]] = {}
         self.port = 0
-        self._runner: web.AppRunner | None = None
+        self._site: HttpSite | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -94,27 +94,14 @@ class SqsFrontend:
 
     async def start(self, listen: str) -> int:
         """Listen on "host:port" (port 0: a free one); OSError when the address is taken."""
-        address = parse_listen(listen, 9324)
-        # handler_cancellation: a client that hangs up during a long poll cancels it (as a
-        # cancelled gRPC call does), so it does not lease messages for nobody when one arrives.
-        self._runner = web.AppRunner(
-            self.application(), access_log=None, handle_signals=False, handler_cancellation=True
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, address.host, address.port, backlog=1024)
-        try:
-            await site.start()
-        except BaseException:
-            await self._runner.cleanup()
-            self._runner = None
-            raise
-        self.port = self._runner.addresses[0][1]
+        self._site = HttpSite(self.application())
+        self.port = await self._site.start(listen, 9324)
         return self.port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
 
     # --- requests ---------------------------------------------------------------------------
 
