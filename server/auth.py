@@ -58,7 +58,8 @@ logs a token, a digest or a message body; denials are logged at DEBUG with the p
 
 Reloading: `PolicyFile.current()` looks at the file's (mtime, size, inode) at most once per
 `check_interval` and re-reads it when it changed; SIGHUP (`request_reload`) re-reads at once. A
-file that fails to load is logged and ignored: the previous policy stays in force. A running
+file that fails to load is logged and ignored: the previous policy stays in force. An empty file
+is taken for one being rewritten in place and is not read until it has content. A running
 follow stream is checked again against each new policy before each batch it leases and before
 each batch it sends (`stream_checks`), so a revoked grant or token ends it with PERMISSION_DENIED /
 UNAUTHENTICATED without leasing another message.
@@ -389,7 +390,11 @@ class PolicyFile:
         if now - self._checked >= self.check_interval:
             self._checked = now
             signature = self._stat()
-            if signature != self._signature and signature is not None:
+            # A file of no bytes is one being written in place (`cat new > policy.toml`, or
+            # Path.write_text, truncate first and write after): loading it would lock every
+            # principal out for that moment. Its signature is not kept, so the next check
+            # reads the finished file. (To deny everyone, write `principals = []`.)
+            if signature != self._signature and signature is not None and signature[1] > 0:
                 self._signature = signature
                 self._reload()
         return self._policy

@@ -24,7 +24,7 @@ from ...core import QueueCore
 from ...errors import LeaseqError
 from ...logs import request_id_var
 from ...metrics import Metrics
-from ..listener import HttpListener
+from ..http_site import HttpSite
 from ..observe import count_request, log_request
 from . import shared_key, xml_bodies
 from .errors import (
@@ -68,7 +68,7 @@ class AzureFrontend:
         self.max_request_bytes = max_request_bytes
         self.metadata = MetadataTable()
         self.port = 0
-        self._listener = HttpListener()
+        self._site: HttpSite | None = None
 
     def application(self) -> web.Application:
         # client_max_size one byte above our limit: the handler reads the body itself and
@@ -79,11 +79,14 @@ class AzureFrontend:
 
     async def start(self, listen: str) -> int:
         """Listen on "host:port" (port 0: a free one); OSError when the address is taken."""
-        self.port = await self._listener.start(self.application(), listen, DEFAULT_PORT)
+        self._site = HttpSite(self.application())
+        self.port = await self._site.start(listen, DEFAULT_PORT)
         return self.port
 
     async def stop(self) -> None:
-        await self._listener.stop()
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
 
     # --- requests ---------------------------------------------------------------------------
 

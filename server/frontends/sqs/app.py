@@ -31,7 +31,7 @@ from ...core import QueueCore
 from ...errors import LeaseqError
 from ...logs import request_id_var
 from ...metrics import Metrics
-from ..listener import HttpListener
+from ..http_site import HttpSite
 from ..observe import count_request, log_request
 from . import protocol_json, protocol_query, sigv4
 from .actions import ACTIONS, Context
@@ -81,7 +81,7 @@ class SqsFrontend:
         self.max_request_bytes = max_request_bytes
         self.move_tasks: dict[str, dict[str, Any]] = {}
         self.port = 0
-        self._listener = HttpListener()
+        self._site: HttpSite | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -94,11 +94,14 @@ class SqsFrontend:
 
     async def start(self, listen: str) -> int:
         """Listen on "host:port" (port 0: a free one); OSError when the address is taken."""
-        self.port = await self._listener.start(self.application(), listen, 9324)
+        self._site = HttpSite(self.application())
+        self.port = await self._site.start(listen, 9324)
         return self.port
 
     async def stop(self) -> None:
-        await self._listener.stop()
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
 
     # --- requests ---------------------------------------------------------------------------
 
