@@ -100,6 +100,13 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     "same store: boto3/aws-cli with --endpoint-url. Off by default.",
 )
 @_option(
+    "--azure-listen",
+    metavar="HOST:PORT",
+    type=ListenType(10001),
+    help="Also serve the Azure Queue Storage API over HTTP here (path-style, as Azurite), on the "
+    "same store: azure-storage-queue with QueueEndpoint=http://HOST:PORT/<account>. Off by default.",
+)
+@_option(
     "--health-listen",
     metavar="HOST:PORT",
     type=ListenType(8081),
@@ -210,6 +217,7 @@ def serve(
     max_connection_age_grace: float | None,
     log_format: str,
     sqs_listen: str | None,
+    azure_listen: str | None,
     workers: int,
 ) -> None:
     """Serve the queue service (gRPC, health, reflection) until SIGTERM or Ctrl-C."""
@@ -228,6 +236,12 @@ def serve(
         )
     if sqs_listen:
         _check_sqs_listen(sqs_listen, security, allow_unauthenticated)
+    if azure_listen and security.policy is None and not allow_unauthenticated and not is_loopback(azure_listen):
+        # Without a policy the Azure endpoint takes the development account's published key.
+        raise click.UsageError(
+            f"--azure-listen {azure_listen} is not a loopback address and there is no --auth-policy "
+            "(azure_keys): pass --allow-unauthenticated to serve it anyway"
+        )
     if metrics_listen and not allow_unauthenticated and not is_loopback(metrics_listen):
         # /metrics has no authentication and names every queue (with its counts), whatever
         # protects the gRPC port: the same rule.
@@ -263,6 +277,7 @@ def serve(
         max_connection_age=max_connection_age,
         max_connection_age_grace=max_connection_age_grace,
         sqs_listen=sqs_listen,
+        azure_listen=azure_listen,
     )
     try:
         if workers > 1:

@@ -273,6 +273,7 @@ async def serve(
     max_connection_age: float | None = None,
     max_connection_age_grace: float | None = None,
     sqs_listen: str | None = None,
+    azure_listen: str | None = None,
     reuse_port: bool = False,
 ) -> None:
     """Open the store, serve until SIGTERM/SIGINT (or `stop` is set), then drain and close.
@@ -280,7 +281,8 @@ async def serve(
     ready(port) is called once the server accepts RPCs (the port matters with ":0").
     health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
     /metrics over HTTP; max_connection_age (+ _grace): `connection_options`; sqs_listen: the
-    SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core; reuse_port:
+    SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core; azure_listen:
+    the Azure Queue Storage-compatible one (frontends/azure), likewise; reuse_port:
     one worker of `serve --workers N`, whose parent checked and holds the shared ports (workers.py).
 
     Start-up failures raise StartupError (an address that is malformed or in use: checked before
@@ -291,6 +293,7 @@ async def serve(
         ("health", health_listen),
         ("metrics", metrics_listen),
         ("SQS", sqs_listen),
+        ("Azure", azure_listen),
     ):
         if text and not (reuse_port and name != "metrics"):
             try:
@@ -329,6 +332,9 @@ async def serve(
             # Before gRPC starts: once health says SERVING, the SQS endpoint answers too.
             sqs = await _start_sqs(store, built, security, sqs_listen, reuse_port)
             cleanup.push_async_callback(sqs.stop)
+        if azure_listen:
+            azure = await _start_azure(store, built, security, azure_listen, reuse_port)
+            cleanup.push_async_callback(azure.stop)
         await built.start()
         if built.health_port is not None:
             log.info("health on port %d", built.health_port)
@@ -383,4 +389,21 @@ async def _start_sqs(
     )
     await frontend.start(listen, reuse_port=reuse_port)
     log.info("SQS endpoint on port %d", frontend.port)
+    return frontend
+
+
+async def _start_azure(
+    store: Store, built: LeaseqServer, security: Security | None, listen: str, reuse_port: bool
+):
+    """The Azure endpoint, over the same long polls and wake-ups as gRPC and SQS."""
+    from .core import QueueCore
+    from .frontends.azure.app import AzureFrontend
+
+    frontend = AzureFrontend(
+        QueueCore(store, built.service.longpoll),
+        security.policy if security else None,
+        metrics=built.metrics,
+    )
+    await frontend.start(listen, reuse_port=reuse_port)
+    log.info("Azure endpoint on port %d", frontend.port)
     return frontend
