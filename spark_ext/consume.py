@@ -47,14 +47,20 @@ __all__ = [
 _log = logging.getLogger("leaseq.spark_ext")
 FAILURE_SAMPLES = 5  # failure reasons kept per partition, and shown in the warning
 _COUNTS = ("batches", "received", "acked", "failed", "lost")
+_DONE_STATUSES = pa.array(sorted(_DONE), pa.string())
+# Where a task's time went: receiving (the server's receive and the conversion to Arrow),
+# fn, and settling (acks and releases).
+_PHASES = ("receive_seconds", "fn_seconds", "settle_seconds")
 _CONSUME_DDL = (
     "partition int, batches long, received long, acked long, failed long, lost long, "
-    "seconds double, failures array<string>, misuse string, held array<string>"
+    "seconds double, receive_seconds double, fn_seconds double, settle_seconds double, "
+    "failures array<string>, misuse string, held array<string>"
 )
 _CONSUME_SCHEMA = pa.schema(
     [("partition", pa.int32())]
     + [(name, pa.int64()) for name in _COUNTS]
-    + [("seconds", pa.float64()), ("failures", pa.list_(pa.string())), ("misuse", pa.string()),
+    + [(name, pa.float64()) for name in ("seconds", *_PHASES)]
+    + [("failures", pa.list_(pa.string())), ("misuse", pa.string()),
        ("held", pa.list_(pa.string()))]
 )
 
@@ -66,7 +72,9 @@ class ConsumeResult:
     succeeded but the lease was gone before the ack: the message will be delivered again,
     at-least-once). ``seconds`` is the Spark job's wall time; ``failures`` the first few
     reasons, as ``"<message id>: <reason>"``; ``per_partition`` one dict per task with the same
-    counts, its own ``seconds``, ``rows_per_second`` and ``failures``."""
+    counts, its own ``seconds``, ``rows_per_second`` and ``failures``, and where its time went:
+    ``receive_seconds`` (leasing batches), ``fn_seconds``, ``settle_seconds`` (acks and
+    releases)."""
 
     batches: int
     received: int
@@ -100,10 +108,11 @@ class ConsumeFailedError(RuntimeError):
 
 def _run_fn(
     fn: Callable[[Any], Any], table: pa.Table, as_pandas: bool, bisect: bool
-) -> list[str | None]:
-    """Per-row errors of ``fn`` over ``table``. When fn raises and ``bisect`` is on, the batch is
-    split in halves until the rows that make it raise are alone: those fail with the exception
-    as reason, the others succeed (fn must then tolerate being called again on a subset).
+) -> list[str | None] | None:
+    """Per-row errors of ``fn`` over ``table``, or None when every row succeeded (the common
+    case, kept free of per-row work). When fn raises and ``bisect`` is on, the batch is split
+    in halves until the rows that make it raise are alone: those fail with the exception as
+    reason, the others succeed (fn must then tolerate being called again on a subset).
     A return value of the wrong shape (``FnResultError``) is fn's bug, not the rows': it goes
     up at once, never bisected."""
     arg = table.to_pandas() if as_pandas else table
@@ -113,10 +122,17 @@ def _run_fn(
         if not bisect or table.num_rows == 1:
             return [reason_of(error)] * table.num_rows
         half = table.num_rows // 2
-        return _run_fn(fn, table.slice(0, half), as_pandas, bisect) + _run_fn(
-            fn, table.slice(half), as_pandas, bisect
+        first, second = table.slice(0, half), table.slice(half)
+        return _per_row(_run_fn(fn, first, as_pandas, bisect), first.num_rows) + _per_row(
+            _run_fn(fn, second, as_pandas, bisect), second.num_rows
         )
+    if result is None:
+        return None
     return row_errors(result, table.num_rows)
+
+
+def _per_row(errors: list[str | None] | None, rows: int) -> list[str | None]:
+    return [None] * rows if errors is None else errors
 
 
 def _release(client: Any, queue: str, entries: list[tuple[str, str]], delay: float) -> None:
@@ -146,6 +162,14 @@ def consume_partition(
     client = client_for(settings)
     started = time.monotonic()
     stats: dict[str, Any] = dict.fromkeys(_COUNTS, 0)
+    phases = dict.fromkeys(_PHASES, 0.0)
+    clock = time.monotonic()
+
+    def lap(phase: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        phases[phase] += now - clock
+        clock = now
     failures: list[str] = []
     misuse: str | None = None
     held: list[str] = []
@@ -159,6 +183,7 @@ def consume_partition(
         table = client.receive_arrow(
             queue, asked, visibility_timeout=visibility_timeout, wait_time=wait_time
         )
+        lap("receive_seconds")
         if table.num_rows == 0:
             break  # nothing visible within wait_time: the queue is drained (for now)
         if failed_here:
@@ -173,48 +198,60 @@ def consume_partition(
                     release_delay,
                 )
                 table = table.filter(pc.invert(again))
+                lap("settle_seconds")
                 if table.num_rows == 0:
                     break  # only messages this task already failed with: done
         n = table.num_rows
         stats["batches"] += 1
         stats["received"] += n
-        receipts = table.column("receipt").to_pylist()
+        # The receipts stay an Arrow column: a batch that fn succeeded with as a whole is acked
+        # straight from it, with no Python object per message.
+        receipts = table.column("receipt")
         settled = False
         try:
             with LeaseKeeper(client, queue, receipts, visibility_timeout) as keeper:
                 try:
                     errors = _run_fn(fn, table, as_pandas, bisect)
                 except FnResultError as error:
-                    misuse, held, settled = str(error), receipts, True
+                    misuse, held, settled = str(error), receipts.to_pylist(), True
                     break
-            ok = [r for r, e in zip(receipts, errors) if e is None and r not in keeper.lost]
-            bad = [(r, e) for r, e in zip(receipts, errors) if e is not None and r not in keeper.lost]
+            lap("fn_seconds")
+            bad: list[tuple[str, str]] = []
+            ok: pa.ChunkedArray | list[str] = receipts
+            if errors is not None or keeper.lost:
+                per_row = _per_row(errors, n)
+                values = receipts.to_pylist()
+                ok = [r for r, e in zip(values, per_row) if e is None and r not in keeper.lost]
+                bad = [(r, e) for r, e in zip(values, per_row)
+                       if e is not None and r not in keeper.lost]
             stats["lost"] += len(keeper.lost)
-            if ok:
+            if len(ok):
                 acked = client.ack_arrow(queue, ok)
-                done = sum(1 for s in acked.column("status").to_pylist() if s in _DONE)
+                done = pc.sum(pc.is_in(acked.column("status"), _DONE_STATUSES)).as_py() or 0
                 stats["acked"] += done
                 stats["lost"] += len(ok) - done
-            ids = table.column("message_id").to_pylist()
-            for message_id, error in zip(ids, errors):
-                if error is not None:
-                    failed_here[message_id] = error
-                    if len(failures) < FAILURE_SAMPLES:
-                        failures.append(f"{message_id}: {error}")
+            if errors is not None and any(e is not None for e in errors):
+                ids = table.column("message_id").to_pylist()
+                for message_id, error in zip(ids, errors):
+                    if error is not None:
+                        failed_here[message_id] = error
+                        if len(failures) < FAILURE_SAMPLES:
+                            failures.append(f"{message_id}: {error}")
             _release(client, queue, bad, release_delay)
             stats["failed"] += len(bad)
             settled = True
+            lap("settle_seconds")
         finally:
             if not settled:
                 # The task is failing (e.g. the process is being torn down, an ack call failed
                 # for good): give the batch back now rather than strand it until its leases end.
                 try:
                     _release(client, queue, [(r, "consume_process_ack: task failed")
-                                             for r in receipts], 0)
+                                             for r in receipts.to_pylist()], 0)
                 except Exception:  # noqa: BLE001 - the leases end by themselves
                     pass
     seconds = time.monotonic() - started
-    return dict(stats, seconds=seconds, failures=failures, misuse=misuse, held=held)
+    return dict(stats, seconds=seconds, **phases, failures=failures, misuse=misuse, held=held)
 
 
 # --- on the driver ---------------------------------------------------------------------------
@@ -225,7 +262,9 @@ def _progress_line(row: dict[str, Any]) -> str:
     return (
         f"consume_process_ack partition {row['partition']}: {row['received']:,} messages in "
         f"{row['seconds']:.1f} s ({rate:,.0f}/s), {row['batches']:,} batches, "
-        f"{row['acked']:,} acked, {row['failed']:,} failed, {row['lost']:,} lost"
+        f"{row['acked']:,} acked, {row['failed']:,} failed, {row['lost']:,} lost; "
+        f"receive {row['receive_seconds']:.1f} s, fn {row['fn_seconds']:.1f} s, "
+        f"settle {row['settle_seconds']:.1f} s"
     )
 
 
@@ -366,7 +405,7 @@ def consume_process_ack(
     per_partition = []
     for row in rows:
         _log.info("%s", _progress_line(row))
-        entry = {k: row[k] for k in ("partition", *_COUNTS, "seconds")}
+        entry = {k: row[k] for k in ("partition", *_COUNTS, "seconds", *_PHASES)}
         entry["rows_per_second"] = row["received"] / row["seconds"] if row["seconds"] > 0 else 0.0
         entry["failures"] = list(row["failures"] or [])
         per_partition.append(entry)

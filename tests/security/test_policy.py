@@ -161,6 +161,27 @@ def test_the_file_is_reread_when_it_changes_and_a_broken_one_is_ignored(tmp_path
         load_policy(tmp_path / "missing.toml")
 
 
+def test_a_file_rewritten_in_place_never_locks_everyone_out(tmp_path: Path) -> None:
+    # `cat new > policy.toml` (and Path.write_text) truncates the file before writing it: a
+    # check that falls between the two must keep the policy in force, then load the new one.
+    path = tmp_path / "policy.toml"
+    write(path, TOML)
+    ticks = Ticks()
+    source = PolicyFile(path, check_interval=1.0, monotonic=ticks)
+    first = source.current()
+
+    with open(path, "w"):  # truncated, not yet written
+        ticks.now = 1.0
+        assert source.current() is first and source.reloads == 0
+    assert source.current().by_token(TOKEN) is not None
+
+    path.write_text(TOML.replace(hash_token(TOKEN), hash_token("rotated")))
+    ticks.now = 2.0
+    rotated = source.current()
+    assert rotated.by_token("rotated") is not None and rotated.by_token(TOKEN) is None
+    assert source.reloads == 1
+
+
 def test_a_follow_stream_ends_when_its_grant_is_revoked(tmp_path: Path) -> None:
     path = tmp_path / "policy.toml"
     write(path, TOML)
