@@ -92,6 +92,13 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     "same store: boto3/aws-cli with --endpoint-url. Off by default.",
 )
 @_option(
+    "--console-listen",
+    metavar="HOST:PORT",
+    type=ListenType(8080),
+    help="Also serve the web console (queues, messages, dead letters) over HTTP here, on the "
+    "same store; with --auth-policy, sign in with a token. Off by default.",
+)
+@_option(
     "--health-listen",
     metavar="HOST:PORT",
     type=ListenType(8081),
@@ -202,6 +209,7 @@ def serve(
     max_connection_age_grace: float | None,
     log_format: str,
     sqs_listen: str | None,
+    console_listen: str | None,
 ) -> None:
     """Serve the queue service (gRPC, health, reflection) until SIGTERM or Ctrl-C."""
     security = _security(auth_policy, tls_cert, tls_key, tls_client_ca)
@@ -213,6 +221,11 @@ def serve(
         )
     if sqs_listen:
         _check_sqs_listen(sqs_listen, security, allow_unauthenticated)
+    if console_listen and security.policy is None and not allow_unauthenticated and not is_loopback(console_listen):
+        raise click.UsageError(
+            f"--console-listen {console_listen} is not a loopback address and there is no "
+            "--auth-policy (tokens to sign in with): pass --allow-unauthenticated to serve it anyway"
+        )
     if metrics_listen and not allow_unauthenticated and not is_loopback(metrics_listen):
         # /metrics has no authentication and names every queue (with its counts), whatever
         # protects the gRPC port: the same rule.
@@ -253,6 +266,7 @@ def serve(
                 max_connection_age=max_connection_age,
                 max_connection_age_grace=max_connection_age_grace,
                 sqs_listen=sqs_listen,
+                console_listen=console_listen,
             )
         )
     except KeyboardInterrupt:  # a second Ctrl-C while draining

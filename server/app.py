@@ -269,13 +269,15 @@ async def serve(
     max_connection_age: float | None = None,
     max_connection_age_grace: float | None = None,
     sqs_listen: str | None = None,
+    console_listen: str | None = None,
 ) -> None:
     """Open the store, serve until SIGTERM/SIGINT (or `stop` is set), then drain and close.
 
     ready(port) is called once the server accepts RPCs (the port matters with ":0").
     health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
     /metrics over HTTP; max_connection_age (+ _grace): `connection_options`; sqs_listen: the
-    SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core.
+    SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core; console_listen:
+    the web console (frontends/console), likewise.
 
     Start-up failures raise StartupError (an address that is malformed or in use: checked before
     the store is opened) or StoreOpenError, each with a one-line message."""
@@ -285,6 +287,7 @@ async def serve(
         ("health", health_listen),
         ("metrics", metrics_listen),
         ("SQS", sqs_listen),
+        ("console", console_listen),
     ):
         if text:
             try:
@@ -322,6 +325,9 @@ async def serve(
             # Before gRPC starts: once health says SERVING, the SQS endpoint answers too.
             sqs = await _start_sqs(store, built, security, sqs_listen)
             cleanup.push_async_callback(sqs.stop)
+        if console_listen:
+            console = await _start_console(built, security, console_listen)
+            cleanup.push_async_callback(console.stop)
         await built.start()
         if built.health_port is not None:
             log.info("health on port %d", built.health_port)
@@ -370,4 +376,14 @@ async def _start_sqs(store: Store, built: LeaseqServer, security: Security | Non
     )
     await frontend.start(listen)
     log.info("SQS endpoint on port %d", frontend.port)
+    return frontend
+
+
+async def _start_console(built: LeaseqServer, security: Security | None, listen: str):
+    """The web console over the gRPC service's core (its long polls and traffic counts)."""
+    from .frontends.console.app import ConsoleFrontend
+
+    frontend = ConsoleFrontend(built.service.core, security.policy if security else None)
+    await frontend.start(listen)
+    log.info("web console on http://%s:%d/", listen.rpartition(":")[0] or "127.0.0.1", frontend.port)
     return frontend

@@ -895,6 +895,8 @@ class _Tx:
             delivery_count=row.delivery_count,
             last_error=row.last_error,
             state=message_state(row.visible_at, row.leased, self.now),
+            receipt_seq=row.receipt_seq,
+            source_queue=row.source_queue,
         )
 
     async def leases(self, found: _Queue, keys: Iterable[int]) -> dict[int, Lease]:
@@ -1834,6 +1836,15 @@ class PostgresStore:
         return await self._run(op)
 
     # -- change visibility ---------------------------------------------------------------------
+
+    async def receipt_of(self, name: str, key: int, receipt_seq: int) -> str:
+        async def op(tx: _Tx) -> str:
+            found = await tx.find_queue(name)
+            if found is None:
+                raise QueueNotFound(name)
+            return tx.codec.encode(found.uid, key, receipt_seq)
+
+        return await self._run(op)
 
     async def change_visibility(
         self, name: str, changes: list[VisibilityChange]
