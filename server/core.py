@@ -364,7 +364,9 @@ class QueueCore:
             principal, name, 1, "", True, True, (visible_at, key - 1), max_bytes=1
         )
         found = page.messages[0] if page.messages else None
-        return found if found is not None and found.key == key else None
+        if found is None or found.key != key or found.visible_at != visible_at:
+            return None  # (a later position of the same message is another delivery or state)
+        return found
 
     async def admin_release(
         self, principal: Principal | None, name: str, visible_at: float, key: int, seq: int,

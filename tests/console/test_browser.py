@@ -23,32 +23,40 @@ def confirm(page) -> None:
 
 
 def test_overview_counts_change_as_messages_are_sent_and_leased(page, client, screenshots):
-    queue = unique("orders")
-    client.create_queue(queue)
-    client.create_queue(unique("emails"))
+    queue, emails, dlq = unique("orders"), unique("emails"), unique("orders-dlq")
+    client.create_queue(dlq)
+    client.create_queue(queue, dead_letter_queue=dlq, max_delivery_count=5)
+    client.create_queue(emails)
+    client.send_batch(emails, [f"welcome {n}".encode() for n in range(12)])
+    client.send(emails, b"reminder", delay=3600)
     sign_in(page, ADMIN_TOKEN)
     expect(page.locator("#who")).to_contain_text("ops-admin")
     expect(cell(page, queue, "visible")).to_have_text("0")
+    expect(cell(page, emails, "delayed")).to_have_text("1")
 
-    for n in range(5):
-        client.send(queue, json.dumps({"order": n}).encode(), channel="eu" if n % 2 else "us")
-    expect(cell(page, queue, "visible")).to_have_text("5")
-    expect(cell(page, queue, "total")).to_have_text("5")
+    # Sent in steps, each seen on the page before the next (the chart draws a staircase).
+    for step in range(1, 5):
+        client.send_batch(
+            queue, [json.dumps({"order": step * 10 + n}).encode() for n in range(5 * step)]
+        )
+        expect(cell(page, queue, "visible")).to_have_text(str(5 * step * (step + 1) // 2))
+    expect(cell(page, queue, "total")).to_have_text("50")
+    expect(cell(page, queue, "sent_rate")).not_to_have_text("0.0")
 
-    leased = client.receive(queue, 2, visibility_timeout=300)
-    assert len(leased) == 2
-    expect(cell(page, queue, "leased")).to_have_text("2")
-    expect(cell(page, queue, "visible")).to_have_text("3")
+    leased = client.receive(queue, 8, visibility_timeout=300)
+    assert len(leased) == 8
+    expect(cell(page, queue, "leased")).to_have_text("8")
+    expect(cell(page, queue, "visible")).to_have_text("42")
 
-    client.delete(queue, [leased[0].receipt])
-    expect(cell(page, queue, "leased")).to_have_text("1")
-    expect(cell(page, queue, "total")).to_have_text("4")
-    # The ack is counted in the rates too (mean of the last 5 s: not 0.0 once a second ended).
+    client.delete(queue, [m.receipt for m in leased[:5]])
+    expect(cell(page, queue, "leased")).to_have_text("3")
+    expect(cell(page, queue, "total")).to_have_text("45")
+    # The acks are counted in the rates too (mean of the last 5 s: not 0.0 once a second ended).
     expect(cell(page, queue, "acked_rate")).not_to_have_text("0.0")
     page.screenshot(path=str(screenshots / "console-overview.png"))
 
 
-def test_a_leased_message_appears_with_its_lease_end(page, client, screenshots):
+def test_a_leased_message_appears_with_its_lease_end(page, client, screenshots, tmp_path):
     queue = unique("jobs")
     client.create_queue(queue)
     client.send(queue, json.dumps({"job": "resize", "image": 7}).encode(), attributes={"kind": "image"})
@@ -73,7 +81,7 @@ def test_a_leased_message_appears_with_its_lease_end(page, client, screenshots):
     expect(page.locator("#body")).to_contain_text('"job": "resize"')
     page.locator("#view-hex").click()
     expect(page.locator("#body")).to_contain_text("00000000  7b 22 6a 6f 62")
-    page.screenshot(path=str(screenshots / "console-message.png"), full_page=True)
+    page.screenshot(path=str(tmp_path / "console-message.png"), full_page=True)  # not in the README
 
     # An admin releases it: the consumer's lease ends now, the message is visible again.
     page.locator("button.release").click()

@@ -29,7 +29,7 @@ MAX_MESSAGES = 200  # messages of one list page
 DEFAULT_MESSAGES = 50
 PAGE_BYTES = 1024 * 1024  # bodies of one list page (the store stops after the message reaching it)
 PREVIEW_CHARS = 120  # of each body in a list
-OVERVIEW_SECONDS = 120  # rate history sent with each overview row
+OVERVIEW_SECONDS = 60  # rate history sent with each overview row
 QUEUE_SECONDS = WINDOW_SECONDS
 
 _DURATIONS = ("visibility_timeout", "receive_wait_time", "message_retention", "default_delay", "dedup_window")

@@ -197,7 +197,7 @@ async function overview(after) {
   const table = h("table", { id: "queues" });
   const pager = h("div", { class: "pager" });
   const parts = [h("h1", {}, "Queues"),
-    h("div", { class: "card" }, table, pager, h("p", { class: "muted" }, "Counts refresh every second; rates are the mean of the last 5 s, charts show the last 2 minutes."),
+    h("div", { class: "card" }, table, pager, h("p", { class: "muted" }, "Counts refresh every second; rates are the mean of the last 5 s; charts show the rates of the last minute and the depth since this page opened."),
       legend())];
   if (session.may_create) parts.push(newQueueForm());
   main.replaceChildren(...parts);
@@ -205,7 +205,7 @@ async function overview(after) {
     const data = await api("GET", `/api/queues${after ? `?after=${encodeURIComponent(after)}` : ""}`);
     clockSkew = data.server_time - Date.now() / 1000;
     const head = h("tr", {}, ["Queue", "Visible", "Leased", "Delayed", "Total", "Dead-lettered",
-      "Sent/s", "Acked/s", "Last 2 minutes"].map((t, i) => h("th", { class: i && i < 8 ? "num" : "" }, t)));
+      "Sent/s", "Acked/s", "Last minute"].map((t, i) => h("th", { class: i && i < 8 ? "num" : "" }, t)));
     const rows = data.queues.map((q) => {
       recordDepth(q.name, q.stats.total);
       const cell = (key, value) => h("td", { class: "num", dataset: { q: q.name, k: key } }, value);
@@ -216,7 +216,7 @@ async function overview(after) {
         cell("delayed", fmtNumber(q.stats.delayed)), cell("total", fmtNumber(q.stats.total)),
         cell("dead_lettered", fmtNumber(q.stats.dead_lettered_total)),
         cell("sent_rate", fmtRate(mean(q.rates.sent, 5))), cell("acked_rate", fmtRate(mean(q.rates.acked, 5))),
-        h("td", {}, chart(depthHistory.get(q.name), q.rates, 180, 34)));
+        h("td", {}, chart(depthHistory.get(q.name), q.rates, 200, 34)));
     });
     if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No queues yet.")));
     table.replaceChildren(h("thead", {}, head), h("tbody", {}, rows));
@@ -385,7 +385,8 @@ function configCard(name, info, can) {
       type: key === "dead_letter_queue" ? "text" : "number", step: "any",
     });
     inputs[key] = input;
-    return h("label", {}, label, input);
+    const readable = label.endsWith("(s)") && value >= 60 ? ` · ${fmtSeconds(value)}` : "";
+    return h("label", {}, label + readable, input);
   });
   return h("form", {
     class: "card", id: "config",
