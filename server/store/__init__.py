@@ -3,7 +3,7 @@
 - ``memory://``                     the reference implementation; nothing survives a restart
 - ``sqlite:///relative/or/abs.db``  the embedded default: one durable file (WAL)
 - ``postgresql://...``              many server replicas over one database; query parameters
-                                    ``schema``, ``pool_min``, ``pool_max`` (see postgres.py)
+                                    ``schema``, ``pool_min``, ``pool_max`` (see postgres/)
 """
 
 from __future__ import annotations

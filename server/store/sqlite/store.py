@@ -127,7 +127,11 @@ class SqliteStore:
             # Another process (a backup, the CLI) may hold the lock for a moment.
             conn.execute("PRAGMA busy_timeout = 5000")
             conn.execute("PRAGMA cache_size = -65536")
-            conn.execute("PRAGMA temp_store = MEMORY")
+            # FILE, not MEMORY: every operation runs in a SAVEPOINT, whose journal keeps the
+            # original of each page it changes; in memory, a redrive or dead-letter move of
+            # 60 x 8 MiB messages held about 1.5 GB there. On file it spills past 64 KiB (to the
+            # OS's page cache; no fsync), and the cycle's CPU per message did not change.
+            conn.execute("PRAGMA temp_store = FILE")
         except BaseException:
             conn.close()
             raise

@@ -570,17 +570,19 @@ class _Tx:
             self._move_to_dead_letter_queue(found, dead_letter_queue, dead)
         return deliver
 
-    def _candidates(
+    def _redrive_candidates(
         self,
         found: _Queue,
         clause: str,
         clause_params: tuple[Any, ...],
         cursor: tuple[float, int] | None,
         limit: int,
-    ) -> list[_Row]:
-        sql = candidates_sql(ROW_COLUMNS, clause, after=cursor is not None)
+    ) -> list[tuple[int, float, str | None]]:
+        """(key, visible_at, source_queue) of a page of visible messages: no bodies, so a page
+        holds a few bytes per message whatever the messages' sizes."""
+        sql = candidates_sql("key, visible_at, source_queue", clause, after=cursor is not None)
         params = (found.id, self.now, *clause_params, *(cursor or ()), limit)
-        return [_Row(*row) for row in self.conn.execute(sql, params)]
+        return self.conn.execute(sql, params).fetchall()
 
     @staticmethod
     def _exhausted(found: _Queue, row: _Candidate) -> bool:
@@ -886,16 +888,16 @@ class _Tx:
         page = 1000
         # Like receive, collect first and update after: the keyset cursor needs a still table.
         while len(moves) < limit:
-            rows = self._candidates(found, clause, clause_params, cursor, page)
-            for row in rows:
-                to = target or self._source(row.source_queue, sources)
+            rows = self._redrive_candidates(found, clause, clause_params, cursor, page)
+            for key, _visible_at, source_queue in rows:
+                to = target or self._source(source_queue, sources)
                 if to is not None:
-                    moves.append((to, row.key))
+                    moves.append((to, key))
                     if len(moves) >= limit:
                         break
             if len(rows) < page:
                 break
-            cursor = (rows[-1].visible_at, rows[-1].key)
+            cursor = (rows[-1][1], rows[-1][0])
         self._move_counts([(key, found.id, to.id) for to, key in moves])
         self.conn.executemany(
             "UPDATE messages SET queue = ?, delivery_count = 0, visible_at = ?, leased = 0,"

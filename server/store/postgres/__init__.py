@@ -1,0 +1,205 @@
+"""The PostgreSQL store: many server replicas over one database.
+
+Semantics are base.py's, to the letter (the contract suite runs unchanged against this store);
+this module only decides how to get them from PostgreSQL with many replicas at once.
+
+URL
+---
+``postgresql://user:password@host:port/dbname?schema=leaseq&pool_min=2&pool_max=10``
+(``postgres://`` too). ``schema`` (default ``leaseq``; lowercase letters, digits, ``_``) holds
+every table, so several deployments or test runs share one database; ``pool_min`` /
+``pool_max`` size the connection pool (``leaseq serve --pool-min/--pool-max`` set them);
+``pool_timeout`` (seconds, default 5) is how long an operation waits for a connection before
+it answers UNAVAILABLE. Every other query parameter goes to libpq as it is (``sslmode``,
+``application_name``, ``connect_timeout``, ...).
+
+Time
+----
+Every operation is one transaction and acts as of one instant, "now". In production that instant
+is the database's: the first statement of the transaction reads ``now()`` (the transaction's
+start, constant inside it), so replicas whose clocks disagree still agree on every lease, delay
+and expiry. Tests inject a `Clock` (the contract suite's FakeClock) and then that clock's reading
+is passed as a query parameter instead: the SQL is the same text in both cases,
+``COALESCE(%(now)b, extract(epoch FROM now()))``, with NULL in production. Later statements of the
+transaction pass the instant the first one returned. Times are float8 seconds since the epoch,
+like every store's (to read them: ``to_timestamp(visible_at)``).
+
+`store.clock` (what the service uses for ``server_time`` and the long-poll timers) is then a
+`DatabaseClock`: the local clock corrected by the offset to the database's clock, measured at
+open and again every minute.
+
+Concurrency
+-----------
+READ COMMITTED transactions, with row locks where two replicas could collide:
+
+- receive picks candidates with ``FOR UPDATE SKIP LOCKED`` in delivery order and updates them in
+  the same statement: a message being delivered by one transaction is skipped by the others, and a
+  row updated under a concurrent snapshot is re-checked against ``visible_at <= now`` before it is
+  locked, so one delivery never goes to two consumers;
+- lease operations (delete, change visibility, update) lock their messages ``FOR UPDATE`` in key
+  order, then apply base.fence: a delivery and an ack of the same message serialize on the row;
+- sends, dead-letter moves and redrives hold ``FOR KEY SHARE`` on the destination queue's row, so
+  a concurrent DeleteQueue waits for them and then removes what they wrote; a queue created with a
+  dead letter queue holds it the same way;
+- the first statement of every operation also looks (one index probe) for expired messages;
+  only when there are some a sweep deletes them, with ``SKIP LOCKED``, at most SWEEP_LIMIT at a
+  time; every read filters ``expires_at > now`` and stats count what is expired but not swept
+  yet, so counts stay exact whatever was swept;
+- deadlocks and serialization failures (a purge racing a batch ack) are retried.
+
+Counters (dead-lettered, expired, deleted totals and lease grants) are not columns of the queue's
+row, which every consumer would then update and serialize on: each connection adds to its own
+row of ``queue_counters`` (slot = backend pid mod COUNTER_SLOTS) and stats sums them.
+
+The in-flight limit: counting live leases walks an index of every one of them, so (as in the
+SQLite store) a receive first looks at a ceiling: the last exact count plus every lease granted
+since (the ``granted`` counters, which every leasing receive adds to in its own transaction).
+While ceiling + max_messages fits under max_in_flight no count is needed; near the limit a
+receive takes the queue's advisory lock and counts exactly. Sequentially the limit is exact, as
+base.py says; under concurrency a receiver far from the limit may overshoot it by at most the
+batches other replicas are delivering at that very moment.
+
+Schema and migrations
+---------------------
+``open()`` creates the schema and applies MIGRATIONS (versioned; the version is in ``meta``) in
+one transaction under an advisory lock named after the schema, so replicas starting together
+take turns and the later ones find the work done. A schema newer than this code is refused. The
+receipt signing key is made once and kept in ``meta``, so every replica accepts every replica's
+receipts.
+
+Indexes (messages) and why
+--------------------------
+    messages_visible (queue, visible_at, key)   receive/peek/redrive: an ordered index range
+                                                scan from the queue's oldest visible message
+                                                that ends at visible_at <= now (leased and
+                                                delayed messages lie beyond it, never scanned)
+    messages_expiry  (queue, expires_at)        the expiry sweep
+    messages_leased  (queue, visible_at) WHERE leased      live leases (exact in-flight count)
+    messages_attempt (queue, attempt_id) WHERE attempt_id IS NOT NULL   receive attempts
+    messages_channel (queue, channel, visible_at, key) WHERE channel <> ''   exact channel
+psycopg prepares a statement after a few runs, and PostgreSQL may then keep a generic plan, made
+without the parameters' values: conditions that must not steer the plan are written as filters
+(``expires_at + 0 > now``: see UNEXPIRED), and tests/postgres/test_query_plans.py checks every
+hot statement's generic and custom plans (no Seq Scan, the intended index, no Sort of a queue).
+
+Statistics can still mislead the planner: right after a VACUUM of an empty table (relpages and
+reltuples 0) every path looks free, and a generic plan made then (a Seq Scan and Sort of the
+queue for the receive, and a Nested Loop re-reading the whole table once per picked row for its
+UPDATE) was kept while the table grew to 100,000s of rows: a receive took 10 to 70 s, and
+throughput fell from ~5,000 to under 100 msgs/s. The store's connections therefore run with
+PLANNER_SETTINGS:
+
+- plan_cache_mode = force_custom_plan: every execution is planned with the table's size as it
+  is now (the planner reads the current number of pages, whatever pg_class says), so no plan
+  made for an empty table outlives it. The price is planning each statement again (tens to
+  hundreds of microseconds of the database's CPU, small next to a round trip);
+- enable_seqscan and enable_sort off: without column statistics (a table never ANALYZEd, or
+  analyzed nearly empty) a custom plan may still prefer reading and sorting the whole queue to
+  the ordered index scan; those paths now cost so much that the planner takes the indexes, and
+  scans or sorts only where no index path exists at all (every statement here has one).
+
+And the hot statements are shaped so that their only index plans are the intended ones: the
+receive updates `key = ANY(array of picked keys)` instead of joining the picked rows (a join
+order is the planner's choice), next-visible is an ordered LIMIT 1 rather than min(), attempt
+replay sorts in Python.
+
+Every delivery moves visible_at, so it is never a HOT update and leaves an index entry for a
+dead tuple at the head of messages_visible (where the next receive starts), and every ack a dead
+row. PostgreSQL's index scans mark such entries dead on their first visit (later scans skip them
+without a heap visit) and VACUUM removes them: the messages table is vacuumed after every
+AUTOVACUUM_THRESHOLD dead rows whatever its size (scale factor 0, no cost delay). Until then a
+receive's index scan reads about one more leaf page per couple of hundred deletes
+(tests/postgres/test_store.py measures it); an old snapshot held elsewhere in the database
+(a long transaction) keeps the entries from being marked, and then each costs a heap visit.
+
+Parameters travel in binary (``%(name)b``): bodies as they are, not hex-encoded.
+
+Notifications
+-------------
+A long poll waiting on replica A must wake when a message is sent through replica B. After a
+change commits (send, release, redrive, purge, ...), the store publishes the queue's name on a
+channel named after the schema (NOTIFY), from a background task that coalesces what piled up
+meanwhile into one short transaction with synchronous_commit off. (A NOTIFY inside the data
+transaction would serialize every committing sender on PostgreSQL's global notify lock.) One
+connection per replica LISTENs and calls the subscribers (`subscribe`) with the queue's name;
+its own notifications are ignored (the service already woke its waiters). When the listening
+connection is lost, or every FALLBACK_WAKE_SECONDS in any case, subscribers are called with
+None: "anything may have changed", a slow safety net for notifications lost on the way.
+
+Failures
+--------
+A lost connection, a database restart, an exhausted pool: the RPC fails with
+`errors.Unavailable` (UNAVAILABLE with RetryInfo). When the failure happened before COMMIT was
+sent the transaction cannot have committed, so the store first checks the pool (dropping dead
+connections) and retries on a fresh connection: after `pg_terminate_backend` most callers notice
+nothing. The pool reconnects by itself; the listener reconnects with backoff.
+
+Modules
+-------
+    settings.py       tunables and the URL (parse_url, with_pool_size)
+    schema.py         MIGRATIONS and _migrate
+    statements.py     the SQL texts (module constants: the query-plan tests check these texts)
+    connection.py     the first connection, the database's clock, failures as one line
+    transaction.py    _Tx: one operation's transaction, the rows it reads
+    notifications.py  ChangeFeed: NOTIFY after commit, LISTEN, the safety-net wake-up
+    store.py          PostgresStore, the Store facade
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from . import connection, notifications, schema, settings, statements, store, transaction
+from .settings import (
+    AUTOVACUUM_THRESHOLD,
+    DEFAULT_POOL_MAX,
+    DEFAULT_POOL_MIN,
+    DEFAULT_SCHEMA,
+    PLANNER_SETTINGS,
+    PostgresSettings,
+    STATS_CHECK_SECONDS,
+    SWEEP_LIMIT,
+    parse_url,
+    with_pool_size,
+)
+from .statements import (
+    ATTEMPT_LEASES_SQL,
+    DELETE_ATTEMPT_SQL,
+    DELETE_KEYS_SQL,
+    DELIVER_KEYS_SQL,
+    IN_FLIGHT_SQL,
+    LEASES_BY_KEY_SQL,
+    NEXT_VISIBLE_SQL,
+    PEEK_KEYS_SQL,
+    SIZED_COLUMNS,
+    SWEEP_SQL,
+    TOMBSTONES_BY_KEY_SQL,
+    _channel_clause,
+    candidates_sql,
+    deliver_sql,
+    open_queue_sql,
+    peek_sql,
+)
+from .schema import MIGRATIONS, SCHEMA_VERSION
+from .connection import DatabaseClock
+from .store import PostgresStore
+
+__all__ = ["DatabaseClock", "PostgresSettings", "PostgresStore", "parse_url"]
+
+_MODULES = (settings, statements, schema, connection, transaction, notifications, store)
+
+
+class _Package(types.ModuleType):
+    """Setting a constant on the package (tests patch MIGRATIONS, SWEEP_SQL, STATS_CHECK_SECONDS
+    with monkeypatch.setattr) sets it in every module that reads it: each module imported the
+    name into its own namespace when the package was one module."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        for module in _MODULES:
+            if name in vars(module):
+                setattr(module, name, value)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,0 +1,124 @@
+"""The change feed of the PostgreSQL store: NOTIFY after commits, one LISTEN connection per
+server (see the package docstring, Notifications)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import PoolTimeout
+
+from .settings import FALLBACK_WAKE_SECONDS, LISTEN_BACKOFF_MAX
+
+log = logging.getLogger(__name__)
+
+
+Listener = Callable[[str | None], None]
+
+
+class ChangeFeed:
+    """PostgresStore's change feed methods (its state is made in PostgresStore.__init__)."""
+
+    # -- the change feed ---------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call listener(queue) when another replica changed queue in a way that may let a
+        waiting receiver make progress; listener(None) when changes may have been missed.
+        Called on the event loop that opened the store. Returns the unsubscribe function."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _fire(self, queue: str | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(queue)
+            except Exception:
+                log.exception("a store change listener failed")
+
+    def _publish(self, queues: Iterable[str]) -> None:
+        queues = [q for q in queues if q]
+        if queues and self._pool is not None:
+            self._pending.update(queues)
+            self._pending_event.set()
+
+    async def _publish_loop(self) -> None:
+        """NOTIFY the queues that changed, coalescing what piles up during one round trip."""
+        while True:
+            await self._pending_event.wait()
+            self._pending_event.clear()
+            queues, self._pending = sorted(self._pending), set()
+            if queues:
+                await self._notify(queues)
+            if self._closing and not self._pending:
+                return
+
+    async def _notify(self, queues: list[str]) -> None:
+        pool = self._pool
+        if pool is None:
+            return
+        payloads = [f"{self._origin} {q}" for q in queues]
+        for attempt in range(2):  # a second time on a checked pool (e.g. after a restart)
+            try:
+                async with pool.connection() as conn:
+                    # Only a wake-up hint: no need to wait for the WAL flush.
+                    await conn.execute(
+                        "SELECT set_config('synchronous_commit', 'off', true),"
+                        " (SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p)",
+                        (self.channel, payloads),
+                    )
+                    await conn.commit()
+                return
+            except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+                if attempt == 0 and not isinstance(error, PoolTimeout):
+                    await self._check_pool()
+                    continue
+                # Lost: the other replicas' safety wake-up (FALLBACK_WAKE_SECONDS) covers it.
+                log.warning("could not notify other replicas: %s", error)
+            except Exception as error:
+                log.warning("could not notify other replicas: %s", error)
+                return
+
+    async def _listen(self, kwargs: dict[str, Any]) -> None:
+        backoff = 0.05
+        while not self._closing:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.conninfo, autocommit=True, **kwargs
+                )
+            except Exception as error:
+                log.warning("LISTEN connection failed (retrying in %.1fs): %s", backoff, error)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, LISTEN_BACKOFF_MAX)
+                continue
+            try:
+                async with conn:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                    self.listening.set()
+                    backoff = 0.05
+                    # Anything may have happened while nobody listened.
+                    self._fire(None)
+                    while True:
+                        async for notify in conn.notifies(timeout=FALLBACK_WAKE_SECONDS):
+                            origin, _, queue = notify.payload.partition(" ")
+                            if origin != self._origin:
+                                self._fire(queue)
+                        self._fire(None)  # the slow safety net (see the module docstring)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("LISTEN connection lost: %s", error)
+            finally:
+                self.listening.clear()
+            if not self._closing:
+                self._fire(None)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, LISTEN_BACKOFF_MAX)

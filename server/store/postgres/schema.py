@@ -1,0 +1,183 @@
+"""The PostgreSQL schema: versioned migrations, applied under an advisory lock (see the package
+docstring, Schema and migrations)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ...receipts import new_signing_key
+from .settings import AUTOVACUUM_THRESHOLD
+
+log = logging.getLogger(__name__)
+
+# --- migrations -------------------------------------------------------------------------------
+#
+# Each entry: (version, statements). {schema} is replaced with the quoted schema name. Add new
+# versions at the end; never edit a released one.
+
+_AUTOVACUUM = (
+    f"autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = {AUTOVACUUM_THRESHOLD},"
+    " autovacuum_vacuum_insert_scale_factor = 0,"
+    f" autovacuum_vacuum_insert_threshold = {10 * AUTOVACUUM_THRESHOLD},"
+    " autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0"
+)
+
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """
+            CREATE TABLE {schema}.queues (
+                id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                name                text COLLATE "C" NOT NULL UNIQUE,
+                uid                 bigint NOT NULL,
+                create_time         float8 NOT NULL,
+                visibility_timeout  float8 NOT NULL,
+                receive_wait_time   float8 NOT NULL,
+                message_retention   float8 NOT NULL,
+                default_delay       float8 NOT NULL,
+                max_message_bytes   bigint NOT NULL,
+                dead_letter_queue   text COLLATE "C",
+                max_delivery_count  integer,
+                max_in_flight       bigint NOT NULL,
+                dedup_window        float8 NOT NULL,
+                -- the in-flight ceiling: the last exact count of live leases, and the sum of
+                -- the granted counters in the same snapshot
+                leases_counted      bigint NOT NULL DEFAULT 0,
+                grants_at_count     bigint NOT NULL DEFAULT 0
+            ) WITH (fillfactor = 70)
+            """,
+            "CREATE INDEX queues_dead_letter_queue ON {schema}.queues (dead_letter_queue)"
+            " WHERE dead_letter_queue IS NOT NULL",
+            """
+            CREATE TABLE {schema}.queue_counters (
+                queue         bigint NOT NULL,
+                slot          integer NOT NULL,
+                dead_lettered bigint NOT NULL DEFAULT 0,
+                expired       bigint NOT NULL DEFAULT 0,
+                deleted       bigint NOT NULL DEFAULT 0,
+                granted       bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (queue, slot)
+            ) WITH (fillfactor = 50)
+            """,
+            f"""
+            CREATE TABLE {{schema}}.messages (
+                key            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                queue          bigint NOT NULL,
+                message_id     text NOT NULL,
+                body           bytea NOT NULL,
+                attributes     jsonb,
+                channel        text COLLATE "C" NOT NULL,
+                enqueued_at    float8 NOT NULL,
+                expires_at     float8 NOT NULL,
+                visible_at     float8 NOT NULL,
+                leased         boolean NOT NULL DEFAULT false,
+                delivery_count integer NOT NULL DEFAULT 0,
+                receipt_seq    integer NOT NULL DEFAULT 0,
+                last_error     text NOT NULL DEFAULT '',
+                attempt_id     text,
+                source_queue   text
+            ) WITH (fillfactor = 90, {_AUTOVACUUM})
+            """,
+            # Bodies are opaque bytes, often compressed already: stored out of line as they are
+            # (pglz would spend the database's CPU on every big message, in and out).
+            "ALTER TABLE {schema}.messages ALTER COLUMN body SET STORAGE EXTERNAL",
+            "CREATE INDEX messages_visible ON {schema}.messages (queue, visible_at, key)",
+            "CREATE INDEX messages_expiry ON {schema}.messages (queue, expires_at)",
+            "CREATE INDEX messages_leased ON {schema}.messages (queue, visible_at) WHERE leased",
+            "CREATE INDEX messages_attempt ON {schema}.messages (queue, attempt_id)"
+            " WHERE attempt_id IS NOT NULL",
+            "CREATE INDEX messages_channel ON {schema}.messages (queue, channel, visible_at, key)"
+            " WHERE channel <> ''",
+            f"""
+            CREATE TABLE {{schema}}.tombstones (
+                key         bigint PRIMARY KEY,
+                queue       bigint NOT NULL,
+                receipt_seq integer NOT NULL,
+                deleted_at  float8 NOT NULL
+            ) WITH ({_AUTOVACUUM})
+            """,
+            "CREATE INDEX tombstones_age ON {schema}.tombstones (deleted_at)",
+            """
+            CREATE TABLE {schema}.dedup (
+                queue      bigint NOT NULL,
+                dedup_id   text NOT NULL,
+                message_id text NOT NULL,
+                until      float8 NOT NULL,
+                PRIMARY KEY (queue, dedup_id)
+            )
+            """,
+            "CREATE INDEX dedup_age ON {schema}.dedup (until)",
+            """
+            CREATE TABLE {schema}.attempts (
+                queue      bigint NOT NULL,
+                attempt_id text NOT NULL,
+                until      float8 NOT NULL,
+                PRIMARY KEY (queue, attempt_id)
+            )
+            """,
+            "CREATE INDEX attempts_age ON {schema}.attempts (until)",
+        ],
+    ),
+]
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# --- schema -----------------------------------------------------------------------------------
+
+
+def _lock_key(schema: str) -> str:
+    return f"leaseq:migrate:{schema}"
+
+
+async def _migrate(conn: psycopg.AsyncConnection[Any], schema: str) -> bytes:
+    """Create the schema or bring it to SCHEMA_VERSION, under an advisory lock (replicas that
+    start together take turns); return the receipt signing key. One transaction: a failed
+    migration leaves nothing behind."""
+    quoted = sql.Identifier(schema).as_string(conn)
+    async with conn.transaction():
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_lock_key(schema),)
+        )
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {quoted}.meta"
+            " (name text PRIMARY KEY, value bytea NOT NULL)"
+        )
+        cur = await conn.execute(
+            f"SELECT value FROM {quoted}.meta WHERE name = 'schema_version'"
+        )
+        row = await cur.fetchone()
+        version = 0 if row is None else int(bytes(row[0]).decode())
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"the PostgreSQL schema {schema!r} has version {version};"
+                f" this leaseq knows versions up to {SCHEMA_VERSION}"
+            )
+        for number, statements in MIGRATIONS:
+            if number <= version:
+                continue
+            log.info("migrating PostgreSQL schema %s to version %d", schema, number)
+            for statement in statements:
+                await conn.execute(statement.replace("{schema}", quoted))
+        if version != SCHEMA_VERSION:
+            await conn.execute(
+                f"INSERT INTO {quoted}.meta (name, value) VALUES ('schema_version', %s)"
+                " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                (str(SCHEMA_VERSION).encode(),),
+            )
+        cur = await conn.execute(
+            f"INSERT INTO {quoted}.meta (name, value) VALUES ('receipt_signing_key', %s)"
+            " ON CONFLICT (name) DO NOTHING",
+            (new_signing_key(),),
+        )
+        cur = await conn.execute(
+            f"SELECT value FROM {quoted}.meta WHERE name = 'receipt_signing_key'"
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return bytes(row[0])

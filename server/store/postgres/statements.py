@@ -1,0 +1,285 @@
+"""The SQL texts of the PostgreSQL store (module constants, so the query-plan tests check these
+very texts)."""
+
+from __future__ import annotations
+
+from .settings import COUNTER_SLOTS, SWEEP_LIMIT, _CONFIG_FIELDS
+
+
+# --- statements (module constants, so the query-plan tests check these very texts) ----------
+
+NOW_SQL = "COALESCE(%(now)b::float8, extract(epoch FROM now())::float8)"
+
+QUEUE_COLUMNS = "id, name, uid, create_time, " + ", ".join(_CONFIG_FIELDS)
+QUEUE_COLUMNS_OF_Q = ", ".join(f"q.{c}" for c in QUEUE_COLUMNS.split(", "))
+GRANTED_SQL = (
+    "(SELECT COALESCE(sum(granted), 0)::bigint FROM queue_counters WHERE queue = q.id)"
+)
+
+
+SLOT_SQL = f"mod(pg_backend_pid(), {COUNTER_SLOTS})"
+
+
+def open_queue_sql(lock: str = "", ceiling: bool = False) -> str:
+    """The first statement of an operation on a queue: the instant "now", the queue's row (no
+    row when there is no such queue) and whether any of its messages expired (then SWEEP_SQL
+    runs next). (Not EXISTS, whose plan may expect a match within a few rows and scan the
+    table: the ordered LIMIT 1 searches messages_expiry's range up to now, which the dead
+    entries of acked messages, expiring later, are not in.) lock: "" or "FOR KEY SHARE" (the
+    operation will add messages to the queue). ceiling: also the sum of the queue's granted
+    counters (receive)."""
+    extra = f", {GRANTED_SQL}" if ceiling else ""
+    lock = f"{lock} OF q" if lock else ""
+    return f"""
+        SELECT c.now, {QUEUE_COLUMNS_OF_Q}, q.leases_counted, q.grants_at_count,
+            (SELECT m.expires_at FROM messages m WHERE m.queue = q.id AND m.expires_at <= c.now
+             ORDER BY m.expires_at LIMIT 1) IS NOT NULL
+            {extra}
+        FROM queues q, (SELECT {NOW_SQL} AS now) c
+        WHERE q.name = %(name)b {lock}
+    """
+
+
+# The expiry sweep, when the first statement saw expired messages: at most SWEEP_LIMIT of them
+# (the others wait for the next operation; reads filter expired messages anyway), those another
+# transaction holds skipped, counted in the queue's expired total.
+SWEEP_SQL = f"""
+    WITH expired AS (
+        DELETE FROM messages WHERE key = ANY(ARRAY(
+            SELECT key FROM messages WHERE queue = %(queue)b AND expires_at <= %(now)b
+            ORDER BY expires_at LIMIT {SWEEP_LIMIT} FOR UPDATE SKIP LOCKED))
+        RETURNING 1)
+    INSERT INTO queue_counters AS c (queue, slot, expired)
+    SELECT %(queue)b, {SLOT_SQL}, count(*) FROM expired HAVING count(*) > 0
+    ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired
+"""
+
+# "Not expired" as a filter, never an index condition: as one, a generic plan (psycopg prepares
+# statements after a few runs) may prefer a range of messages_expiry over the ordered scan of
+# messages_visible, and then sort the whole queue. Likewise for other columns below (`+ 0`).
+UNEXPIRED = "expires_at + 0 > %(now)b"
+
+MESSAGE_COLUMNS = (
+    "key, message_id, body, attributes, channel, enqueued_at, expires_at, visible_at, leased,"
+    " delivery_count, receipt_seq, last_error, source_queue"
+)
+
+
+def _channel_clause(channel_filter: str) -> str:
+    """SQL for base.channel_matches, on the parameter %(channel)b. An exact channel repeats
+    `channel <> ''` so that the planner may use the partial messages_channel index."""
+    if not channel_filter or channel_filter == "*":
+        return ""
+    if channel_filter.endswith("*"):
+        return " AND starts_with(channel, %(channel)b)"
+    return " AND channel = %(channel)b AND channel <> ''"
+
+
+def _channel_param(channel_filter: str) -> str:
+    return channel_filter[:-1] if channel_filter.endswith("*") else channel_filter
+
+
+def candidates_sql(channel_clause: str = "", after: bool = False, columns: str = "key") -> str:
+    """Visible, unexpired messages of a queue in delivery order, locked for this transaction;
+    those another transaction holds are skipped. An ordered index range scan ending at
+    visible_at <= now."""
+    cursor = " AND (visible_at, key) > (%(after_visible_at)b, %(after_key)b)" if after else ""
+    return (
+        f"SELECT {columns} FROM messages"
+        f" WHERE queue = %(queue)b AND visible_at <= %(now)b AND {UNEXPIRED}"
+        f"{channel_clause}{cursor}"
+        " ORDER BY visible_at, key LIMIT %(limit)b FOR UPDATE SKIP LOCKED"
+    )
+
+
+def peek_sql(
+    include_leased: bool,
+    include_delayed: bool,
+    channel_clause: str = "",
+    after: bool = False,
+    columns: str = MESSAGE_COLUMNS,
+) -> str:
+    """Messages in the wanted states in delivery order, without locks: messages_visible.
+    A byte-limited peek selects SIZED_COLUMNS first, then the page's rows (PEEK_KEYS_SQL)."""
+    if include_leased and include_delayed:
+        states = ""
+    elif include_leased:
+        states = " AND (visible_at <= %(now)b OR leased)"
+    elif include_delayed:
+        states = " AND (visible_at <= %(now)b OR NOT leased)"
+    else:
+        states = " AND visible_at <= %(now)b"
+    cursor = " AND (visible_at, key) > (%(after_visible_at)b, %(after_key)b)" if after else ""
+    return (
+        f"SELECT {columns} FROM messages WHERE queue = %(queue)b AND {UNEXPIRED}"
+        f"{states}{channel_clause}{cursor} ORDER BY visible_at, key LIMIT %(limit)b"
+    )
+
+
+# A message's size for base.py's max_bytes. octet_length of a bytea reads its TOAST header, not
+# the value, so sizing candidates costs no body read.
+SIZE_SQL = "octet_length(body) + coalesce(octet_length(attributes::text), 0)"
+SIZED_COLUMNS = f"key, visible_at, {SIZE_SQL} AS size"
+
+PEEK_KEYS_SQL = (
+    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE key = ANY(%(keys)b::bigint[])"
+    " ORDER BY visible_at, key"
+)
+"""The rows of a byte-limited peek page, chosen by their sizes first: only they are read whole."""
+
+
+_DELIVERED_COLUMNS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
+
+
+def deliver_sql(channel_clause: str = "", sized: bool = False) -> str:
+    """Pick and deliver in one statement (queues without a dead letter queue): the candidates,
+    their new delivery, and the lease grants counted. Each row comes back with its place in
+    the pick order (delivery order).
+
+    The picked rows are named by their ctid, one array (an InitPlan): `ctid = ANY(array)` has
+    no plan but a Tid Scan (or a Seq Scan: PLANNER_SETTINGS), whatever the statistics say. The
+    rows are locked by the pick (FOR UPDATE), so their ctids hold until this UPDATE. By key, or
+    joined to the picked rows, the planner was free to read a whole index once per picked key
+    (messages_visible holds key too) when the statistics said the table was empty: a receive
+    took 20 s (see the module docstring, Indexes).
+
+    sized: the candidates end after the one whose running size reaches %(max_bytes)b (base.py's
+    byte limit); the few locked candidates past it are let go at commit. The running sum sorts
+    the candidates (at most the limit's rows) again; the queue is still read in index order."""
+    if sized:
+        candidates = candidates_sql(channel_clause, columns=f"ctid, {SIZED_COLUMNS}")
+        chosen = f"""
+            SELECT ctid, key FROM (
+                SELECT ctid, key, visible_at,
+                    sum(size) OVER (ORDER BY visible_at, key ROWS UNBOUNDED PRECEDING) - size
+                    AS before
+                FROM ({candidates}) AS c) AS s
+            WHERE before < %(max_bytes)b ORDER BY visible_at, key"""
+    else:
+        chosen = candidates_sql(channel_clause, columns="ctid, key")
+    # array_agg keeps the order of its sorted subquery (PostgreSQL documents it for this use).
+    picked = f"SELECT array_agg(ctid) AS rows, array_agg(key) AS keys FROM ({chosen}) AS p"
+    return f"""
+        WITH picked AS MATERIALIZED ({picked}),
+        delivered AS (
+            UPDATE messages m SET delivery_count = m.delivery_count + 1,
+                receipt_seq = m.receipt_seq + 1, visible_at = %(until)b, leased = %(leased)b,
+                attempt_id = %(attempt)b
+            WHERE m.ctid = ANY((SELECT rows FROM picked)::tid[])
+            RETURNING array_position((SELECT keys FROM picked), m.key), {_DELIVERED_COLUMNS}),
+        granted AS (
+            INSERT INTO queue_counters AS c (queue, slot, granted)
+            SELECT %(queue)b, {SLOT_SQL}, count(*) FROM delivered
+            HAVING %(leased)b AND count(*) > 0
+            ON CONFLICT (queue, slot) DO UPDATE SET granted = c.granted + EXCLUDED.granted)
+        SELECT * FROM delivered
+    """
+
+
+DELIVER_KEYS_SQL = f"""
+    WITH delivered AS (
+        UPDATE messages m SET delivery_count = m.delivery_count + 1,
+            receipt_seq = m.receipt_seq + 1, visible_at = %(until)b, leased = %(leased)b,
+            attempt_id = %(attempt)b
+        WHERE m.key = ANY(%(keys)b::bigint[])
+        RETURNING {_DELIVERED_COLUMNS}),
+    granted AS (
+        INSERT INTO queue_counters AS c (queue, slot, granted)
+        SELECT %(queue)b, {SLOT_SQL}, count(*) FROM delivered
+        HAVING %(leased)b AND count(*) > 0
+        ON CONFLICT (queue, slot) DO UPDATE SET granted = c.granted + EXCLUDED.granted)
+    SELECT * FROM delivered
+"""
+
+# Live leases of a queue, from the partial index only; the granted counters in the same snapshot.
+IN_FLIGHT_SQL = (
+    "SELECT count(*), min(visible_at),"
+    " (SELECT COALESCE(sum(granted), 0)::bigint FROM queue_counters WHERE queue = %(queue)b)"
+    f" FROM messages WHERE queue = %(queue)b AND leased AND visible_at > %(now)b AND {UNEXPIRED}"
+)
+
+# The first entry of messages_visible past now (NULL when none). Written as the ordered LIMIT 1
+# that min() would become, so that no statistics can make it aggregate the queue instead.
+NEXT_VISIBLE_SQL = (
+    "SELECT (SELECT visible_at FROM messages"
+    f" WHERE queue = %(queue)b AND visible_at > %(now)b AND {UNEXPIRED}"
+    " ORDER BY visible_at LIMIT 1)"
+)
+
+# The caller puts them in key order (an ORDER BY here would make the primary key's index, read
+# end to end, a candidate plan: PLANNER_SETTINGS make a Sort costly). `leased IS TRUE`, not
+# `leased`: a filter that does not match messages_leased's predicate, so that the planner cannot
+# prefer reading every lease of the queue to the few of one attempt.
+ATTEMPT_LEASES_SQL = (
+    f"SELECT {MESSAGE_COLUMNS} FROM messages"
+    " WHERE queue = %(queue)b AND attempt_id = %(attempt)b AND leased IS TRUE"
+    f" AND visible_at + 0 > %(now)b AND {UNEXPIRED}"
+)
+
+# The fencing state of messages by key, locked in key order (no deadlock between two acks).
+LEASES_BY_KEY_SQL = (
+    "SELECT key, receipt_seq, leased, visible_at, last_error FROM messages"
+    f" WHERE key = ANY(%(keys)b::bigint[]) AND queue + 0 = %(queue)b AND {UNEXPIRED}"
+    " ORDER BY key FOR UPDATE"
+)
+
+
+TOMBSTONES_BY_KEY_SQL = (
+    "SELECT key, receipt_seq, deleted_at FROM tombstones"
+    " WHERE key = ANY(%(keys)b::bigint[]) AND queue = %(queue)b"
+)
+
+
+def delete_sql(where: str) -> str:
+    """Delete messages, leave their tombstones and count them, in one statement."""
+    return f"""
+        WITH gone AS (
+            DELETE FROM messages WHERE {where} RETURNING key, receipt_seq),
+        marked AS (
+            INSERT INTO tombstones (key, queue, receipt_seq, deleted_at)
+            SELECT key, %(queue)b, receipt_seq, %(now)b FROM gone
+            ON CONFLICT (key) DO UPDATE SET queue = EXCLUDED.queue,
+                receipt_seq = EXCLUDED.receipt_seq, deleted_at = EXCLUDED.deleted_at),
+        counted AS (
+            INSERT INTO queue_counters AS c (queue, slot, deleted)
+            SELECT %(queue)b, {SLOT_SQL}, count(*) FROM gone HAVING count(*) > 0
+            ON CONFLICT (queue, slot) DO UPDATE SET deleted = c.deleted + EXCLUDED.deleted)
+        SELECT key FROM gone
+    """
+
+
+DELETE_KEYS_SQL = delete_sql("key = ANY(%(keys)b::bigint[])")
+DELETE_ATTEMPT_SQL = delete_sql(
+    f"queue = %(queue)b AND attempt_id = %(attempt)b AND {UNEXPIRED}"
+)
+
+# Purge: every message; those already expired (not swept yet) count as expired, not purged.
+PURGE_SQL = f"""
+    WITH gone AS (
+        DELETE FROM messages WHERE queue = %(queue)b RETURNING expires_at > %(now)b AS live),
+    counted AS (
+        INSERT INTO queue_counters AS c (queue, slot, expired)
+        SELECT %(queue)b, {SLOT_SQL}, count(*) FROM gone WHERE NOT live HAVING count(*) > 0
+        ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired)
+    SELECT count(*) FROM gone WHERE live
+"""
+
+INSERT_MESSAGES_SQL = """
+    INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,
+                          expires_at, visible_at)
+    SELECT %(queue)b, m.message_id, m.body, m.attributes::jsonb, m.channel, %(now)b,
+           m.expires_at, m.visible_at
+    FROM unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
+                %(channels)b::text[], %(expires)b::float8[], %(visibles)b::float8[])
+         AS m(message_id, body, attributes, channel, expires_at, visible_at)
+"""
+
+WRITE_LEASES_SQL = """
+    UPDATE messages m SET visible_at = v.visible_at, leased = v.leased,
+        last_error = v.last_error,
+        attempt_id = CASE WHEN v.clear_attempt THEN NULL ELSE m.attempt_id END
+    FROM unnest(%(keys)b::bigint[], %(visibles)b::float8[], %(leased)b::bool[],
+                %(errors)b::text[], %(clear)b::bool[])
+         AS v(key, visible_at, leased, last_error, clear_attempt)
+    WHERE m.key = v.key
+"""

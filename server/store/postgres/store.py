@@ -1,0 +1,1088 @@
+"""The Store facade over PostgreSQL: PostgresStore."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import os
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.errors import DeadlockDetected, SerializationFailure
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from ...clock import Clock
+from .. import StoreOpenError
+from ...errors import (
+    InvalidArgument,
+    LeaseqError,
+    LeaseRejected,
+    OverLimit,
+    QueueAlreadyExists,
+    QueueInUse,
+    QueueNotFound,
+    Unavailable,
+)
+from ...receipts import ReceiptCodec, new_queue_uid
+from ..base import (
+    TOMBSTONE_SECONDS,
+    CountsByState,
+    DeleteOutcome,
+    DeliveredMessage,
+    LeaseResult,
+    LeaseStatus,
+    NewMessage,
+    PeekCursor,
+    PeekPage,
+    QueueConfig,
+    QueueInfo,
+    QueueStats,
+    ReceiveOutcome,
+    SendOutcome,
+    UpdatedMessage,
+    VisibilityChange,
+    bytes_reached,
+    message_size,
+)
+from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
+from .settings import (
+    CLOCK_SYNC_SECONDS,
+    DEFAULT_POOL_MAX,
+    DEFAULT_POOL_MIN,
+    DEFAULT_SCHEMA,
+    HOUSEKEEPING_ROWS,
+    HOUSEKEEPING_SECONDS,
+    OPEN_TIMEOUT,
+    PICK_READ_AHEAD,
+    PLANNER_SETTINGS,
+    POOL_TIMEOUT,
+    RETRIES,
+    STALE_STATS_ROWS,
+    STATS_CHECK_SECONDS,
+    _CONFIG_FIELDS,
+    _SCHEMA_NAME,
+    parse_url,
+)
+from .statements import (
+    ATTEMPT_LEASES_SQL,
+    DELETE_ATTEMPT_SQL,
+    DELETE_KEYS_SQL,
+    DELIVER_KEYS_SQL,
+    INSERT_MESSAGES_SQL,
+    IN_FLIGHT_SQL,
+    NEXT_VISIBLE_SQL,
+    PEEK_KEYS_SQL,
+    PURGE_SQL,
+    QUEUE_COLUMNS,
+    SIZED_COLUMNS,
+    SIZE_SQL,
+    SLOT_SQL,
+    UNEXPIRED,
+    _channel_clause,
+    _channel_param,
+    candidates_sql,
+    deliver_sql,
+    peek_sql,
+)
+from .schema import _migrate
+from .connection import DatabaseClock, _check_connection, _one_line, _redacted, _unavailable
+from .transaction import _Queue, _Row, _Tx, _encode_attributes, _size
+from .notifications import ChangeFeed, Listener
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# --- the store --------------------------------------------------------------------------------
+
+class PostgresStore(ChangeFeed):
+    """The Store protocol over PostgreSQL (psycopg 3, an async connection pool).
+
+    Also a change feed (`subscribe`): see the module docstring, Notifications.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        clock: Clock | None = None,
+        pool_min: int = DEFAULT_POOL_MIN,
+        pool_max: int = DEFAULT_POOL_MAX,
+        pool_timeout: float = POOL_TIMEOUT,
+    ) -> None:
+        if not _SCHEMA_NAME.match(schema):
+            raise ValueError(f"bad schema name {schema!r}")
+        self.conninfo = conninfo
+        self.schema = schema
+        self.pool_min = pool_min
+        self.pool_max = max(pool_max, pool_min, 1)
+        self.pool_timeout = pool_timeout
+        self._injected_clock = clock
+        self._db_clock = DatabaseClock()
+        self.clock: Clock = clock if clock is not None else self._db_clock
+        self.channel = f"leaseq.{schema}"
+        self._origin = secrets.token_hex(8)
+        self._pool: AsyncConnectionPool | None = None
+        self._codec: ReceiptCodec | None = None
+        self._listeners: list[Listener] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pending: set[str] = set()
+        self._pending_event = asyncio.Event()
+        self._check_lock = asyncio.Lock()
+        self._closing = False
+        # Set while the LISTEN connection is up (tests wait for it).
+        self.listening = asyncio.Event()
+
+    @classmethod
+    def from_url(cls, url: str, clock: Clock | None = None) -> PostgresStore:
+        settings = parse_url(url)
+        return cls(
+            settings.conninfo,
+            schema=settings.schema,
+            clock=clock,
+            pool_min=settings.pool_min,
+            pool_max=settings.pool_max,
+            pool_timeout=settings.pool_timeout,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        params = psycopg.conninfo.conninfo_to_dict(self.conninfo)
+        options = params.get("options") or ""
+        settings = {"search_path": self.schema, **PLANNER_SETTINGS}
+        kwargs: dict[str, Any] = {
+            "options": " ".join([options, *(f"-c {k}={v}" for k, v in settings.items())]).strip(),
+        }
+        if "application_name" not in params:
+            kwargs["application_name"] = "leaseq"
+        return kwargs
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        self._closing = False
+        kwargs = self._connect_kwargs()
+        # One connection first: a server that is down or a database that does not exist is
+        # reported at once, in one line, not as the pool's warnings until OPEN_TIMEOUT.
+        await _check_connection(self.conninfo, kwargs)
+        pool = AsyncConnectionPool(
+            self.conninfo,
+            kwargs=kwargs,
+            min_size=self.pool_min,
+            max_size=self.pool_max,
+            timeout=self.pool_timeout,
+            open=False,
+            name=f"leaseq-{self.schema}",
+        )
+        try:
+            await pool.open(wait=True, timeout=OPEN_TIMEOUT)
+        except PoolTimeout as error:
+            await pool.close()
+            raise StoreOpenError(
+                f"cannot connect to PostgreSQL ({_redacted(self.conninfo)}): {error}"
+            ) from error
+        try:
+            async with pool.connection() as conn:
+                key = await _migrate(conn, self.schema)
+                await self._db_clock.sync(conn)
+                await conn.commit()
+        except psycopg.Error as error:
+            await pool.close()
+            raise StoreOpenError(
+                f"cannot prepare the PostgreSQL schema {self.schema!r}: {_one_line(error)}"
+            ) from error
+        except BaseException:
+            await pool.close()
+            raise
+        self._codec = ReceiptCodec(key)
+        self._pool = pool
+        # Made here, on the loop that runs the store.
+        self._pending_event = asyncio.Event()
+        self._check_lock = asyncio.Lock()
+        self.listening = asyncio.Event()
+        self._tasks = [
+            asyncio.create_task(self._listen(kwargs), name="leaseq-pg-listen"),
+            asyncio.create_task(self._publish_loop(), name="leaseq-pg-notify"),
+            asyncio.create_task(self._maintain(), name="leaseq-pg-maintenance"),
+            asyncio.create_task(self._watch_statistics(), name="leaseq-pg-statistics"),
+        ]
+
+    async def close(self) -> None:
+        pool = self._pool
+        if pool is None or self._closing:
+            return
+        self._closing = True  # new operations are refused; what is pending is still published
+        notifier = [t for t in self._tasks if t.get_name() == "leaseq-pg-notify"]
+        others = [t for t in self._tasks if t not in notifier]
+        for task in others:
+            task.cancel()
+        self._pending_event.set()
+        for task in others:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for task in notifier:
+            try:
+                await asyncio.wait_for(task, 2.0)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        self._tasks = []
+        self._pool = None
+        await pool.close()
+
+    def token_key(self) -> bytes:
+        return self._codec.derive(b"leaseq page tokens")
+
+    async def _maintain(self) -> None:
+        """Housekeeping (stale tombstones, dedup and attempt records; one replica at a time)
+        and the clock offset, every minute."""
+        while True:
+            await asyncio.sleep(min(HOUSEKEEPING_SECONDS, CLOCK_SYNC_SECONDS))
+            try:
+                await self.housekeep()
+                pool = self._pool
+                if pool is not None and self._injected_clock is None:
+                    async with pool.connection() as conn:
+                        await self._db_clock.sync(conn)
+                        await conn.commit()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("PostgreSQL housekeeping failed: %s", error)
+
+    async def _watch_statistics(self) -> None:
+        while True:
+            await asyncio.sleep(STATS_CHECK_SECONDS)
+            try:
+                await self.refresh_statistics()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("PostgreSQL statistics check failed: %s", error)
+
+    async def refresh_statistics(self) -> bool:
+        """ANALYZE messages when pg_class counts under a tenth of its live rows (at least
+        STALE_STATS_ROWS): a VACUUM of a nearly empty table records "0 rows", and without
+        autovacuum nothing corrects it. The planner scales every estimate by that count, so the
+        statements written to need no statistics (the receive) are safe anyway, but the others
+        (acks by key, ...) get their plans from it. One replica at a time; returns whether it
+        ran."""
+
+        async def op(tx: _Tx) -> bool:
+            row = await tx.row(
+                "SELECT c.reltuples, s.n_live_tup FROM pg_class c"
+                " JOIN pg_stat_user_tables s ON s.relid = c.oid"
+                " WHERE c.oid = 'messages'::regclass",
+                {},
+            )
+            if row is None:
+                return False
+            estimated, live = row
+            if estimated < 0 or live < STALE_STATS_ROWS or estimated * 10 >= live:
+                return False  # never analyzed (the planner sizes it by its pages), or close
+            got = await tx.row(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock)b, 0))",
+                {"lock": f"leaseq:analyze:{self.schema}"},
+            )
+            if not got or not got[0]:
+                return False
+            await tx.conn.execute("ANALYZE messages", prepare=False)
+            return True
+
+        return await self._run(op)
+
+    async def housekeep(self) -> int:
+        """Delete stale tombstone, dedup and attempt rows (their meaning is bounded by a time
+        checked on every read, so when this runs is invisible). Returns the rows deleted."""
+
+        async def op(tx: _Tx) -> int:
+            got = await tx.row(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock)b, 0))",
+                {"lock": f"leaseq:housekeeping:{self.schema}"},
+            )
+            if not got or not got[0]:
+                return 0  # another replica is at it
+            now = await tx.clock()
+            total = 0
+            for table, condition, cutoff in (
+                ("tombstones", "deleted_at < %(cutoff)b", now - TOMBSTONE_SECONDS),
+                ("dedup", "until <= %(cutoff)b", now),
+                ("attempts", "until <= %(cutoff)b", now),
+            ):
+                total += await tx.run(
+                    f"DELETE FROM {table} WHERE ctid IN (SELECT ctid FROM {table}"
+                    f" WHERE {condition} LIMIT {HOUSEKEEPING_ROWS})",
+                    {"cutoff": cutoff},
+                )
+            return total
+
+        total = 0
+        while True:
+            deleted = await self._run(op)
+            total += deleted
+            if deleted < HOUSEKEEPING_ROWS:
+                return total
+
+    # -- running operations ------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[_Tx], Awaitable[T]]) -> T:
+        """Run fn in one transaction; publish what it asked to after COMMIT. Connection trouble
+        becomes Unavailable, after retries where they are safe (see the module docstring)."""
+        failure: BaseException | None = None
+        for attempt in range(RETRIES + 1):
+            pool, codec = self._pool, self._codec
+            if pool is None or codec is None or self._closing:
+                raise Unavailable("the PostgreSQL store is not open")
+            clock_now = None if self._injected_clock is None else self._injected_clock.now()
+            committing = False
+            try:
+                async with pool.connection() as conn:
+                    async with conn.transaction():
+                        tx = _Tx(conn, codec, clock_now)
+                        result = await fn(tx)
+                        committing = True
+                self._publish(tx.published)
+                return result
+            except LeaseqError:
+                raise
+            except (DeadlockDetected, SerializationFailure) as error:
+                failure = error  # rolled back by the server: safe to run again
+                continue
+            except (PoolTimeout, PoolClosed) as error:
+                raise _unavailable(error) from error
+            except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+                failure = error
+                if committing:
+                    raise _unavailable(error) from error  # it may have committed: no retry
+                await self._check_pool()
+                continue
+        assert failure is not None
+        raise _unavailable(failure) from failure
+
+    async def _check_pool(self) -> None:
+        """After a connection failed: drop the pool's dead connections (once, for everyone who
+        noticed at the same time)."""
+        pool = self._pool
+        if pool is None:
+            return
+        if self._check_lock.locked():
+            async with self._check_lock:
+                return
+        async with self._check_lock:
+            try:
+                await pool.check()
+            except Exception as error:  # pragma: no cover - check() logs and replaces
+                log.debug("pool check failed: %s", error)
+
+    # -- queues ------------------------------------------------------------------------------
+
+    async def create_queue(self, name: str, config: QueueConfig) -> QueueInfo:
+        async def op(tx: _Tx) -> QueueInfo:
+            now = await tx.clock()
+            existing = await tx.find_queue(name)
+            if existing is not None:
+                if existing.config == config:
+                    return existing.info()
+                raise QueueAlreadyExists(name)
+            await tx.check_dead_letter_queue(name, config)
+            columns = ", ".join(("name", "uid", "create_time", *_CONFIG_FIELDS))
+            marks = ", ".join(["%s"] * (3 + len(_CONFIG_FIELDS)))
+            cur = await tx.conn.execute(
+                f"INSERT INTO queues ({columns}) VALUES ({marks})"
+                " ON CONFLICT (name) DO NOTHING RETURNING id",
+                (name, new_queue_uid(), now, *dataclasses.astuple(config)),
+            )
+            if await cur.fetchone() is None:
+                # Another replica created it meanwhile (its INSERT committed first).
+                raced = await tx.find_queue(name)
+                if raced is not None and raced.config == config:
+                    return raced.info()
+                raise QueueAlreadyExists(name)
+            return QueueInfo(name, config, now)
+
+        return await self._run(op)
+
+    async def get_queue(self, name: str) -> QueueInfo:
+        async def op(tx: _Tx) -> QueueInfo:
+            found = await tx.find_queue(name)
+            if found is None:
+                raise QueueNotFound(name)
+            return found.info()
+
+        return await self._run(op)
+
+    async def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueInfo]:
+        async def op(tx: _Tx) -> list[QueueInfo]:
+            rows = await tx.rows(
+                f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name >= %(prefix)b"
+                " AND starts_with(name, %(prefix)b) AND name > %(after)b"
+                " ORDER BY name LIMIT %(limit)b",
+                {"prefix": prefix, "after": after or "", "limit": max(limit, 0)},
+            )
+            return [_Queue.from_row(row).info() for row in rows]
+
+        return await self._run(op)
+
+    async def update_queue(self, name: str, config: QueueConfig) -> QueueInfo:
+        async def op(tx: _Tx) -> QueueInfo:
+            found = await tx.queue(name)
+            await tx.check_dead_letter_queue(name, config)
+            assignments = ", ".join(f"{field} = %s" for field in _CONFIG_FIELDS)
+            await tx.conn.execute(
+                f"UPDATE queues SET {assignments} WHERE id = %s",
+                (*dataclasses.astuple(config), found.id),
+            )
+            tx.published.add(name)
+            return QueueInfo(name, config, found.create_time)
+
+        return await self._run(op)
+
+    async def delete_queue(self, name: str) -> None:
+        async def op(tx: _Tx) -> None:
+            # Deleting the row first waits for the senders holding it (FOR KEY SHARE); then the
+            # statements below see what they wrote.
+            cur = await tx.conn.execute(
+                "DELETE FROM queues WHERE name = %s RETURNING id", (name,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise QueueNotFound(name)
+            queue_id = row[0]
+            cur = await tx.conn.execute(
+                "SELECT name FROM queues WHERE dead_letter_queue = %s ORDER BY name LIMIT 1",
+                (name,),
+            )
+            user = await cur.fetchone()
+            if user is not None:
+                raise QueueInUse(name, user[0])  # rolls the delete back
+            for table in ("messages", "queue_counters", "dedup", "attempts"):
+                await tx.conn.execute(f"DELETE FROM {table} WHERE queue = %s", (queue_id,))
+            tx.published.add(name)
+
+        await self._run(op)
+
+    async def purge_queue(self, name: str) -> int:
+        async def op(tx: _Tx) -> int:
+            found = await tx.queue(name)
+            row = await tx.row(PURGE_SQL, tx.p(found))
+            assert row is not None
+            tx.published.add(name)
+            return row[0]
+
+        return await self._run(op)
+
+    async def stats(self, name: str) -> QueueStats:
+        async def op(tx: _Tx) -> QueueStats:
+            found = await tx.queue(name)
+            rows = await tx.rows(
+                "SELECT channel, count(*) FILTER (WHERE visible_at <= %(now)b),"
+                " count(*) FILTER (WHERE visible_at > %(now)b AND leased),"
+                " count(*) FILTER (WHERE visible_at > %(now)b AND NOT leased),"
+                " min(enqueued_at) FILTER (WHERE visible_at <= %(now)b)"
+                f" FROM messages WHERE queue = %(queue)b AND {UNEXPIRED}"
+                " GROUP BY channel",
+                tx.p(found),
+            )
+            totals = await tx.row(
+                "SELECT COALESCE(sum(dead_lettered), 0)::bigint,"
+                " COALESCE(sum(expired), 0)::bigint, COALESCE(sum(deleted), 0)::bigint,"
+                " (SELECT count(*) FROM messages"
+                "  WHERE queue = %(queue)b AND expires_at <= %(now)b)"
+                " FROM queue_counters WHERE queue = %(queue)b",
+                tx.p(found),
+            )
+            assert totals is not None
+            dead_lettered, expired, deleted, unswept = totals
+            channels = {ch: CountsByState(v, l, d) for ch, v, l, d, _ in rows}
+            oldest = min((enq for *_, enq in rows if enq is not None), default=None)
+            return QueueStats.from_channels(
+                channels,
+                oldest,
+                tx.now,
+                dead_lettered_total=dead_lettered,
+                expired_total=expired + unswept,  # past SWEEP_LIMIT: expired, not yet removed
+                deleted_total=deleted,
+            )
+
+        return await self._run(op)
+
+    # -- send --------------------------------------------------------------------------------
+
+    async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
+        async def op(tx: _Tx) -> list[SendOutcome]:
+            # FOR KEY SHARE: a concurrent DeleteQueue waits for this send, then deletes it too.
+            found = await tx.queue(name, lock="FOR KEY SHARE")
+            config, now = found.config, tx.now
+            # A repeat later in this batch is a duplicate of the first (whatever the window).
+            first: dict[str, str] = {}  # dedup_id -> message_id of its first entry
+            ids: list[str] = []
+            for m in messages:
+                if m.dedup_id and m.dedup_id in first:
+                    ids.append(first[m.dedup_id])
+                    continue
+                message_id = os.urandom(16).hex()
+                ids.append(message_id)
+                if m.dedup_id:
+                    first[m.dedup_id] = message_id
+            known = await self._claim_dedup(tx, found, first) if first else {}
+            outcomes: list[SendOutcome] = []
+            rows: dict[str, list[Any]] = {
+                "message_ids": [], "bodies": [], "attributes": [], "channels": [],
+                "expires": [], "visibles": [],
+            }
+            seen: set[str] = set()
+            for m, message_id in zip(messages, ids):
+                if m.dedup_id:
+                    if m.dedup_id in known:
+                        outcomes.append(SendOutcome(known[m.dedup_id], duplicate=True))
+                        continue
+                    if m.dedup_id in seen:
+                        outcomes.append(SendOutcome(message_id, duplicate=True))
+                        continue
+                    seen.add(m.dedup_id)
+                delay = config.default_delay if m.delay is None else m.delay
+                ttl = config.message_retention if m.ttl is None else m.ttl
+                rows["message_ids"].append(message_id)
+                rows["bodies"].append(m.body)
+                rows["attributes"].append(_encode_attributes(m.attributes))
+                rows["channels"].append(m.channel)
+                rows["expires"].append(now + ttl)
+                rows["visibles"].append(now + delay)
+                outcomes.append(SendOutcome(message_id))
+            if rows["message_ids"]:
+                await tx.run(INSERT_MESSAGES_SQL, tx.p(found, **rows))
+                tx.published.add(name)
+            return outcomes
+
+        return await self._run(op)
+
+    @staticmethod
+    async def _claim_dedup(tx: _Tx, found: _Queue, first: dict[str, str]) -> dict[str, str]:
+        """dedup_id -> original message_id for the ids still inside their window; records the
+        others (when the window is > 0) as this send's. Claiming by INSERT ... ON CONFLICT makes
+        two replicas sending the same dedup_id at once agree on one original."""
+        dedup_ids = sorted(first)
+        window = found.config.dedup_window
+        if window > 0:
+            claimed = await tx.rows(
+                "INSERT INTO dedup AS d (queue, dedup_id, message_id, until)"
+                " SELECT %(queue)b, i, m, %(until)b"
+                " FROM unnest(%(ids)b::text[], %(mids)b::text[]) AS x(i, m)"
+                " ON CONFLICT (queue, dedup_id) DO UPDATE SET message_id = EXCLUDED.message_id,"
+                " until = EXCLUDED.until WHERE d.until <= %(now)b"
+                " RETURNING dedup_id",
+                tx.p(found, ids=dedup_ids, mids=[first[i] for i in dedup_ids],
+                     until=tx.now + window),
+            )
+            mine = {row[0] for row in claimed}
+            others = [i for i in dedup_ids if i not in mine]
+            if not others:
+                return {}
+            rows = await tx.rows(
+                "SELECT dedup_id, message_id FROM dedup"
+                " WHERE queue = %(queue)b AND dedup_id = ANY(%(ids)b::text[])",
+                tx.p(found, ids=others),
+            )
+            return dict(rows)
+        # A zero window leaves no record (now < now + 0 never holds), but older records count.
+        rows = await tx.rows(
+            "SELECT dedup_id, message_id FROM dedup WHERE queue = %(queue)b"
+            " AND dedup_id = ANY(%(ids)b::text[]) AND until > %(now)b",
+            tx.p(found, ids=dedup_ids),
+        )
+        return dict(rows)
+
+    # -- receive -----------------------------------------------------------------------------
+
+    async def receive(
+        self,
+        name: str,
+        max_messages: int,
+        visibility_timeout: float | None = None,
+        channel_filter: str = "",
+        attempt_id: str = "",
+        max_bytes: int | None = None,
+    ) -> ReceiveOutcome:
+        cut = False  # the byte limit ended the pick: candidates were locked and let go
+
+        async def op(tx: _Tx) -> ReceiveOutcome:
+            nonlocal cut
+            found = await tx.queue(name, ceiling=True)
+            timeout = (
+                found.config.visibility_timeout
+                if visibility_timeout is None
+                else visibility_timeout
+            )
+            if attempt_id:
+                # Two receives with one attempt id take turns (the second one replays).
+                await tx.run(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)b, 0))",
+                    {"lock": f"leaseq:attempt:{self.schema}:{found.id}:{attempt_id}"},
+                )
+                replay = await self._replay_attempt(tx, found, attempt_id)
+                if replay is not None:
+                    return await self._outcome(tx, found, replay)
+            limit = await self._delivery_limit(tx, found, max_messages, timeout)
+            dlq = await self._dead_letter_target(tx, found)
+            if dlq is None:
+                rows = await self._deliver(
+                    tx, found, limit, timeout, channel_filter, attempt_id, max_bytes
+                )
+            else:
+                rows = await self._pick_and_deliver(
+                    tx, found, dlq, limit, timeout, channel_filter, attempt_id, max_bytes
+                )
+            cut = len(rows) < limit and bytes_reached(
+                sum(_size(row) for row in rows), max_bytes
+            )
+            if attempt_id and rows:
+                await tx.run(
+                    "INSERT INTO attempts AS a (queue, attempt_id, until)"
+                    " VALUES (%(queue)b, %(attempt)b, %(until)b)"
+                    " ON CONFLICT (queue, attempt_id) DO UPDATE SET until = EXCLUDED.until",
+                    tx.p(found, attempt=attempt_id, until=tx.now + timeout),
+                )
+            return await self._outcome(tx, found, [tx.delivered(found, row) for row in rows])
+
+        try:
+            outcome = await self._run(op)
+        except LeaseqError as error:
+            if isinstance(error, Unavailable):
+                self._wake_after_rollback(name)
+            raise
+        except BaseException:  # cancelled
+            self._wake_after_rollback(name)
+            raise
+        if cut:
+            # Receivers that skipped the candidates past the cut may have gone to sleep on them.
+            self._wake_after_rollback(name)
+        return outcome
+
+    def _wake_after_rollback(self, queue: str) -> None:
+        """A receive rolled back: receivers that skipped the messages it had locked may have gone
+        to sleep on them. They look again, here and on the other replicas."""
+        self._fire(queue)
+        self._publish([queue])
+
+    async def _replay_attempt(
+        self, tx: _Tx, found: _Queue, attempt_id: str
+    ) -> list[DeliveredMessage] | None:
+        """base.py's attempt cases a (the live leases again) and b (nothing); None for c."""
+        rows = await tx.rows(ATTEMPT_LEASES_SQL, tx.p(found, attempt=attempt_id))
+        if rows:
+            rows.sort(key=lambda row: row[0])  # key order
+            return [tx.delivered(found, _Row(*row)) for row in rows]
+        record = await tx.row(
+            "SELECT 1 FROM attempts WHERE queue = %(queue)b AND attempt_id = %(attempt)b"
+            " AND until > %(now)b",
+            tx.p(found, attempt=attempt_id),
+        )
+        return [] if record is not None else None
+
+    async def _delivery_limit(
+        self, tx: _Tx, found: _Queue, max_messages: int, timeout: float
+    ) -> int:
+        """How many messages this receive may lease (see the module docstring, in-flight)."""
+        if timeout <= 0:
+            return max_messages  # no lease, no limit
+        limit = found.config.max_in_flight
+        ceiling = found.leases_counted + (found.granted - found.grants_at_count)
+        if ceiling + max_messages <= limit:
+            return max_messages
+        # Near the limit: count exactly, one receiver of this queue at a time.
+        await tx.run(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)b, 0))",
+            {"lock": f"leaseq:in-flight:{self.schema}:{found.id}"},
+        )
+        row = await tx.row(IN_FLIGHT_SQL, tx.p(found))
+        assert row is not None
+        count, earliest_end, granted = row
+        await tx.run(
+            "UPDATE queues SET leases_counted = %(count)b, grants_at_count = %(granted)b"
+            " WHERE id = %(queue)b",
+            tx.p(found, count=count, granted=granted),
+        )
+        if count >= limit:
+            raise OverLimit(found.name, limit, retry_at=earliest_end)
+        return min(max_messages, limit - count)
+
+    async def _dead_letter_target(self, tx: _Tx, found: _Queue) -> _Queue | None:
+        config = found.config
+        if not config.dead_letter_queue or config.max_delivery_count is None:
+            return None
+        return await tx.find_queue(config.dead_letter_queue, "FOR KEY SHARE")
+
+    async def _deliver(
+        self,
+        tx: _Tx,
+        found: _Queue,
+        limit: int,
+        timeout: float,
+        channel_filter: str,
+        attempt_id: str,
+        max_bytes: int | None,
+    ) -> list[_Row]:
+        if limit <= 0:
+            return []
+        rows = await tx.rows(
+            deliver_sql(_channel_clause(channel_filter), sized=max_bytes is not None),
+            tx.p(
+                found,
+                limit=limit,
+                channel=_channel_param(channel_filter),
+                until=tx.now + timeout,
+                leased=timeout > 0,
+                attempt=attempt_id or None,
+                max_bytes=max_bytes,
+            ),
+        )
+        rows.sort(key=lambda row: row[0])  # delivery order: the pick order
+        return [_Row(*row[1:]) for row in rows]
+
+    async def _pick_and_deliver(
+        self,
+        tx: _Tx,
+        found: _Queue,
+        dlq: _Queue,
+        limit: int,
+        timeout: float,
+        channel_filter: str,
+        attempt_id: str,
+        max_bytes: int | None,
+    ) -> list[_Row]:
+        """Like _deliver, for a queue with a dead letter queue: candidates that reached
+        max_delivery_count move there instead and do not count towards the limit (nor towards
+        max_bytes)."""
+        max_count = found.config.max_delivery_count
+        assert max_count is not None
+        clause = _channel_clause(channel_filter)
+        deliver: list[int] = []
+        dead: list[int] = []
+        taken = 0
+        cursor: tuple[float, int] | None = None
+        while len(deliver) < limit and not bytes_reached(taken, max_bytes):
+            want = limit - len(deliver)
+            page = max(want, PICK_READ_AHEAD)
+            rows = await tx.rows(
+                candidates_sql(clause, after=cursor is not None,
+                               columns=f"key, visible_at, delivery_count, {SIZE_SQL}"),
+                tx.p(
+                    found,
+                    limit=page,
+                    channel=_channel_param(channel_filter),
+                    after_visible_at=cursor[0] if cursor else None,
+                    after_key=cursor[1] if cursor else None,
+                ),
+            )
+            for key, visible_at, delivery_count, size in rows:
+                if len(deliver) == limit or bytes_reached(taken, max_bytes):
+                    break
+                if delivery_count >= max_count:
+                    dead.append(key)
+                else:
+                    deliver.append(key)
+                    taken += size
+                cursor = (visible_at, key)
+            if len(rows) < page:
+                break
+        if dead:
+            await tx.run(
+                "UPDATE messages SET queue = %(dlq)b, visible_at = %(now)b, leased = false,"
+                " expires_at = enqueued_at + %(retention)b, receipt_seq = receipt_seq + 1,"
+                " source_queue = %(source)b, attempt_id = NULL WHERE key = ANY(%(keys)b::bigint[])",
+                tx.p(found, dlq=dlq.id, retention=dlq.config.message_retention,
+                     source=found.name, keys=dead),
+            )
+            await tx.run(
+                "INSERT INTO queue_counters AS c (queue, slot, dead_lettered)"
+                f" VALUES (%(queue)b, {SLOT_SQL}, %(n)b) ON CONFLICT (queue, slot)"
+                " DO UPDATE SET dead_lettered = c.dead_lettered + EXCLUDED.dead_lettered",
+                tx.p(found, n=len(dead)),
+            )
+            tx.published.add(dlq.name)
+        if not deliver:
+            return []
+        rows = await tx.rows(
+            DELIVER_KEYS_SQL,
+            tx.p(found, keys=deliver, until=tx.now + timeout, leased=timeout > 0,
+                 attempt=attempt_id or None),
+        )
+        order = {key: i for i, key in enumerate(deliver)}
+        return sorted((_Row(*row) for row in rows), key=lambda row: order[row.key])
+
+    async def _outcome(
+        self, tx: _Tx, found: _Queue, messages: list[DeliveredMessage]
+    ) -> ReceiveOutcome:
+        if messages:
+            return ReceiveOutcome(messages)
+        row = await tx.row(NEXT_VISIBLE_SQL, tx.p(found))
+        return ReceiveOutcome([], next_visible_at=None if row is None else row[0])
+
+    # -- peek --------------------------------------------------------------------------------
+
+    async def peek(
+        self,
+        name: str,
+        max_messages: int,
+        channel_filter: str = "",
+        include_leased: bool = False,
+        include_delayed: bool = False,
+        after: PeekCursor | None = None,
+        max_bytes: int | None = None,
+    ) -> PeekPage:
+        async def op(tx: _Tx) -> PeekPage:
+            found = await tx.queue(name)
+            params = tx.p(
+                found,
+                limit=max(max_messages, 0) + 1,
+                channel=_channel_param(channel_filter),
+                after_visible_at=after[0] if after else None,
+                after_key=after[1] if after else None,
+            )
+            clause = _channel_clause(channel_filter)
+            if max_bytes is None:
+                sql = peek_sql(include_leased, include_delayed, clause, after=after is not None)
+                rows = [_Row(*row) for row in await tx.rows(sql, params)]
+                page = rows[: max(max_messages, 0)]
+                return PeekPage(
+                    messages=[tx.peeked(row) for row in page],
+                    next_cursor=(page[-1].visible_at, page[-1].key)
+                    if len(rows) > max_messages and page
+                    else None,
+                )
+            # Sizes first, then only the page's rows whole: a page cut by bytes reads no body
+            # past its last message.
+            sized = await tx.rows(
+                peek_sql(
+                    include_leased, include_delayed, clause, after=after is not None,
+                    columns=SIZED_COLUMNS,
+                ),
+                params,
+            )
+            chosen: list[tuple[int, float]] = []
+            taken = 0
+            for key, visible_at, size in sized[: max(max_messages, 0)]:
+                if bytes_reached(taken, max_bytes):
+                    break
+                chosen.append((key, visible_at))
+                taken += size
+            more = len(sized) > len(chosen)
+            rows = await tx.rows(PEEK_KEYS_SQL, {"keys": [key for key, _ in chosen]})
+            # A message that changed between the two statements shows its state now; one deleted
+            # in between is left out. The cursor follows the sizes' order, so paging goes on.
+            return PeekPage(
+                messages=[tx.peeked(_Row(*row)) for row in rows],
+                next_cursor=(chosen[-1][1], chosen[-1][0]) if more and chosen else None,
+            )
+
+        return await self._run(op)
+
+    # -- change visibility ---------------------------------------------------------------------
+
+    async def receipt_of(self, name: str, key: int, receipt_seq: int) -> str:
+        async def op(tx: _Tx) -> str:
+            found = await tx.find_queue(name)
+            if found is None:
+                raise QueueNotFound(name)
+            return tx.codec.encode(found.uid, key, receipt_seq)
+
+        return await self._run(op)
+
+    async def change_visibility(
+        self, name: str, changes: list[VisibilityChange]
+    ) -> list[LeaseResult]:
+        async def op(tx: _Tx) -> list[LeaseResult]:
+            found = await tx.queue(name)
+            decoded = [tx.codec.decode(c.receipt, found.uid) for c in changes]
+            leases, tombstones = await tx.lookup(found, decoded)
+            changed: dict[int, Lease] = {}
+            results = []
+            for change, receipt in zip(changes, decoded):
+                if receipt is None:
+                    results.append(LeaseResult(change.receipt, LeaseStatus.INVALID_RECEIPT))
+                    continue
+                key, seq = receipt
+                lease = leases.get(key)
+                status = held_lease_status(lease, tombstones.get(key), seq, tx.now)
+                if status is not None:
+                    results.append(lease_result(change.receipt, status, key))
+                    continue
+                assert lease is not None
+                tx.set_visibility(lease, change.visibility_timeout, change.reason)
+                changed[key] = lease
+                results.append(LeaseResult(change.receipt, LeaseStatus.OK, lease.visible_at, key))
+            await tx.write_leases(list(changed.values()))
+            if changed:
+                # A release, or a lease that now ends sooner: waiters elsewhere look again.
+                tx.published.add(name)
+            return results
+
+        return await self._run(op)
+
+    # -- delete ------------------------------------------------------------------------------
+
+    async def delete(
+        self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
+    ) -> DeleteOutcome:
+        async def op(tx: _Tx) -> DeleteOutcome:
+            found = await tx.queue(name)
+            decoded = [tx.codec.decode(r, found.uid) for r in receipts]
+            leases, tombstones = await tx.lookup(found, decoded)
+            results: list[LeaseResult] = []
+            deleted: list[int] = []
+            for text, receipt in zip(receipts, decoded):
+                if receipt is None:
+                    results.append(LeaseResult(text, LeaseStatus.INVALID_RECEIPT))
+                    continue
+                key, seq = receipt
+                status = fence_lease(leases.get(key), tombstones.get(key), seq, tx.now)
+                if status is None:
+                    # Later entries of this request see the message as deleted, like a retry.
+                    del leases[key]
+                    tombstones[key] = Tombstone(seq, tx.now)
+                    deleted.append(key)
+                results.append(lease_result(text, status or LeaseStatus.OK, key))
+            if deleted:
+                await tx.rows(DELETE_KEYS_SQL, tx.p(found, keys=deleted))
+            attempt_counts = []
+            for attempt_id in attempt_ids:
+                keys: list[int] = []
+                if attempt_id:  # an empty id would match every message delivered without one
+                    rows = await tx.rows(DELETE_ATTEMPT_SQL, tx.p(found, attempt=attempt_id))
+                    keys = sorted(row[0] for row in rows)
+                attempt_counts.append((attempt_id, len(keys)))
+                deleted.extend(keys)
+            if deleted:
+                tx.published.add(name)  # in-flight room for waiters held by max_in_flight
+            return DeleteOutcome(results, attempt_counts, deleted)
+
+        return await self._run(op)
+
+    # -- update message ------------------------------------------------------------------------
+
+    async def update_message(
+        self,
+        name: str,
+        receipt: str,
+        body: bytes | None = None,
+        attributes: dict[str, str] | None = None,
+        visibility_timeout: float | None = None,
+    ) -> UpdatedMessage:
+        async def op(tx: _Tx) -> UpdatedMessage:
+            found = await tx.queue(name)
+            decoded = tx.codec.decode(receipt, found.uid)
+            if decoded is None:
+                raise LeaseRejected(LeaseStatus.INVALID_RECEIPT)
+            key, seq = decoded
+            leases, tombstones = await tx.lookup(found, [decoded])
+            lease = leases.get(key)
+            status = held_lease_status(lease, tombstones.get(key), seq, tx.now)
+            if status is not None:
+                raise LeaseRejected(status)
+            assert lease is not None
+            row = await tx.row(
+                "SELECT body, attributes FROM messages WHERE key = %(key)b", {"key": key}
+            )
+            assert row is not None
+            new_body = row[0] if body is None else body
+            new_attributes = dict(row[1] or {}) if attributes is None else dict(attributes)
+            size = message_size(new_body, new_attributes)
+            if size > found.config.max_message_bytes:
+                raise InvalidArgument(
+                    "body",
+                    f"body and attributes are {size} bytes, over the queue's max_message_bytes"
+                    f" ({found.config.max_message_bytes})",
+                )
+            if visibility_timeout is not None:
+                tx.set_visibility(lease, visibility_timeout)
+                tx.published.add(name)
+            await tx.run(
+                "UPDATE messages SET body = %(body)b, attributes = %(attributes)b::jsonb,"
+                " visible_at = %(visible_at)b, leased = %(leased)b,"
+                " receipt_seq = receipt_seq + 1,"
+                " attempt_id = CASE WHEN %(clear)b THEN NULL ELSE attempt_id END"
+                " WHERE key = %(key)b",
+                {
+                    "body": new_body,
+                    "attributes": _encode_attributes(new_attributes),
+                    "visible_at": lease.visible_at,
+                    "leased": lease.leased,
+                    "clear": lease.clear_attempt,
+                    "key": key,
+                },
+            )
+            return UpdatedMessage(key, tx.codec.encode(found.uid, key, seq + 1), lease.visible_at)
+
+        return await self._run(op)
+
+    # -- redrive -----------------------------------------------------------------------------
+
+    async def redrive(
+        self,
+        name: str,
+        destination: str | None = None,
+        max_messages: int = 0,
+        channel_filter: str = "",
+    ) -> int:
+        async def op(tx: _Tx) -> int:
+            found = await tx.queue(name)
+            target = None
+            if destination is not None:
+                target = await tx.queue(destination, lock="FOR KEY SHARE")
+            limit = max_messages if max_messages > 0 else math.inf
+            clause = _channel_clause(channel_filter)
+            sources: dict[str, _Queue | None] = {}
+            moves: list[tuple[_Queue, int]] = []
+            cursor: tuple[float, int] | None = None
+            page = 1000
+            # Collect first, then move: the keyset cursor walks a table that does not move.
+            while len(moves) < limit:
+                rows = await tx.rows(
+                    candidates_sql(clause, after=cursor is not None,
+                                   columns="key, visible_at, source_queue"),
+                    tx.p(
+                        found,
+                        limit=page,
+                        channel=_channel_param(channel_filter),
+                        after_visible_at=cursor[0] if cursor else None,
+                        after_key=cursor[1] if cursor else None,
+                    ),
+                )
+                for key, visible_at, source in rows:
+                    cursor = (visible_at, key)
+                    to = target
+                    if to is None and source:
+                        if source not in sources:
+                            sources[source] = await tx.find_queue(source, "FOR KEY SHARE")
+                        to = sources[source]
+                    if to is not None:
+                        moves.append((to, key))
+                        if len(moves) >= limit:
+                            break
+                if len(rows) < page:
+                    break
+            if moves:
+                await tx.run(
+                    "UPDATE messages m SET queue = v.queue, delivery_count = 0,"
+                    " visible_at = %(now)b, leased = false, source_queue = NULL,"
+                    " receipt_seq = m.receipt_seq + 1, expires_at = v.expires_at,"
+                    " attempt_id = NULL"
+                    " FROM unnest(%(keys)b::bigint[], %(queues)b::bigint[], %(expires)b::float8[])"
+                    " AS v(key, queue, expires_at) WHERE m.key = v.key",
+                    tx.p(
+                        keys=[key for _, key in moves],
+                        queues=[to.id for to, _ in moves],
+                        expires=[tx.now + to.config.message_retention for to, _ in moves],
+                    ),
+                )
+                tx.published.update(to.name for to, _ in moves)
+            return len(moves)
+
+        return await self._run(op)
