@@ -70,6 +70,14 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     help="PostgreSQL store: most connections the pool opens (default 10).",
 )
 @_option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Server processes sharing the ports (SO_REUSEPORT), for a host with more than one "
+    "core; PostgreSQL store only. Each has its own pool (--pool-max connections each).",
+)
+@_option(
     "--listen",
     default=DEFAULT_LISTEN,
     show_default=True,
@@ -210,8 +218,15 @@ def serve(
     log_format: str,
     sqs_listen: str | None,
     console_listen: str | None,
+    workers: int,
 ) -> None:
     """Serve the queue service (gRPC, health, reflection) until SIGTERM or Ctrl-C."""
+    if workers > 1 and not store.startswith(("postgresql:", "postgres:")):
+        # One writer per SQLite file; memory:// is one process's.
+        raise click.ClickException(
+            f"--workers {workers} needs the PostgreSQL store ({store.partition(':')[0]} has one "
+            "writer: run it with --workers 1)"
+        )
     security = _security(auth_policy, tls_cert, tls_key, tls_client_ca)
     if not allow_unauthenticated and not security.authenticates and not is_loopback(listen):
         # API.md: without auth, only loopback unless the operator says so explicitly.
@@ -247,28 +262,37 @@ def serve(
     from leaseq.server.app import serve as run_server
     from leaseq.server.limits import Limits
 
+    options = dict(
+        grace=grace,
+        security=security,
+        limits=Limits(
+            max_receive_streams=max_receive_streams,
+            max_connections=max_connections,
+            max_connection_idle=max_connection_idle or None,
+            response_bytes=max_response_mib * 1024 * 1024,
+        ),
+        health_listen=health_listen,
+        metrics_listen=metrics_listen,
+        max_connection_age=max_connection_age,
+        max_connection_age_grace=max_connection_age_grace,
+        sqs_listen=sqs_listen,
+        console_listen=console_listen,
+    )
     try:
-        asyncio.run(
-            run_server(
+        if workers > 1:
+            from leaseq.server.workers import run_workers
+
+            status = run_workers(
+                workers,
                 store,
                 listen,
-                grace=grace,
+                options,
+                logging_setup=(log_level, log_format.lower()),
                 ready=ready,
-                security=security,
-                limits=Limits(
-                    max_receive_streams=max_receive_streams,
-                    max_connections=max_connections,
-                    max_connection_idle=max_connection_idle or None,
-                    response_bytes=max_response_mib * 1024 * 1024,
-                ),
-                health_listen=health_listen,
-                metrics_listen=metrics_listen,
-                max_connection_age=max_connection_age,
-                max_connection_age_grace=max_connection_age_grace,
-                sqs_listen=sqs_listen,
-                console_listen=console_listen,
             )
-        )
+            log.info("stopped")
+            sys.exit(status)
+        asyncio.run(run_server(store, listen, ready=ready, **options))
     except KeyboardInterrupt:  # a second Ctrl-C while draining
         sys.exit(130)
     except (ValueError, RuntimeError, OSError) as e:

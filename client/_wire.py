@@ -74,13 +74,28 @@ class Call:
         retry: the call is safe to repeat after UNAVAILABLE (it changes nothing twice).
         streaming: a server-streaming RPC: the driver sends back the list of every response.
         extra_timeout: seconds the call may take beyond the client's timeout (a long poll).
+        raw: the request is wire bytes and the response(s) come back as wire bytes (the Arrow
+            bulk path converts them itself, ``_wire_arrow``).
     """
 
     method: str
-    request: ProtoMessage
+    request: ProtoMessage | bytes
     retry: bool
     streaming: bool = False
     extra_timeout: float = 0.0
+    raw: bool = False
+
+
+SERVICE_PATH = "/leaseq.v1.QueueService/"
+
+
+def raw_method(channel: Any, call: Call) -> Any:
+    """The channel's callable for ``call``'s RPC that takes and gives wire bytes (no
+    serializers: gRPC passes bytes through)."""
+    path = SERVICE_PATH + call.method
+    if call.streaming:
+        return channel.unary_stream(path, _registered_method=True)
+    return channel.unary_unary(path, _registered_method=True)
 
 
 Plan = Generator[Call, Any, T]

@@ -34,18 +34,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Union
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..v1 import queue_service_pb2 as pb
-from . import _wire
+from . import _wire, _wire_arrow
 from ._wire import MAX_MESSAGE_SIZE, Call, Plan  # MAX_MESSAGE_SIZE: see the docstring
 from .batching import (
     DEFAULT_BATCH_BYTES,
     MAX_BATCH_BYTES,
     check_batch_bytes,
-    chunks,
     receipt_cost,
     send_entry_cost,
 )
@@ -115,7 +117,7 @@ ReceiptColumn = Union[pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch, Itera
 a ``receipt`` column (e.g. ``receive_arrow``'s), or any iterable of receipt strings."""
 
 
-# --- send ------------------------------------------------------------------------------------
+# --- send ----------------------------------------------------------------------------------
 
 
 def _column(table: pa.Table, name: str | None, default: str) -> pa.ChunkedArray | None:
@@ -144,23 +146,152 @@ def _body(value: Any, row: int) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
-class _Requests:
-    """The SendMessagesRequest being filled, and the result ids of its rows.
+@dataclass
+class _Request:
+    """One SendMessagesRequest as wire bytes, the result ids of its rows, and whether it may be
+    repeated (every entry carries a dedup id)."""
 
-    Entries are added in place (``entries.add``): building them apart and copying them into
-    the request costs twice as much."""
+    raw: bytes
+    ids: pa.Array
+    retry: bool
 
-    def __init__(self, queue: str) -> None:
-        self.queue = queue
-        self.ids: list[str] = []  # result ids of the rows of the current request
-        self.request = pb.SendMessagesRequest(queue=queue)
-        self.size = 0
 
-    def take(self) -> tuple[pb.SendMessagesRequest, list[str]]:
-        out = self.request, self.ids
-        self.request = pb.SendMessagesRequest(queue=self.queue)
-        self.ids, self.size = [], 0
+def _result_ids(column: pa.ChunkedArray | None, rows: int) -> pa.Array:
+    """The ``id`` of each result row: the id column's value, else the row's position."""
+    positions = pc.cast(pa.array(np.arange(rows, dtype=np.int64)), pa.string())
+    if column is None:
+        return positions
+    if pa.types.is_string(column.type) or pa.types.is_integer(column.type):
+        values = pc.cast(column, pa.string()).combine_chunks()
+    else:
+        values = pa.array([None if v is None else str(v) for v in column.to_pylist()], pa.string())
+    return pc.if_else(pc.is_valid(values), values, positions)
+
+
+_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+               pa.types.is_large_binary)
+
+
+def _is_text(column: pa.ChunkedArray) -> bool:
+    return any(test(column.type) for test in _TEXT_TYPES)
+
+
+def _fast_columns(named: dict[str, pa.ChunkedArray | None]) -> dict[int, pa.ChunkedArray] | None:
+    """The columns of the columnar send path, by SendEntry field number (2 body, 4 channel,
+    7 dedup_id), as string or binary without nulls; None when the table needs the per-row path
+    (attributes, delays or ttls in use, or a column of another type)."""
+    for name in ("attributes", "delay", "ttl"):
+        column = named[name]
+        if column is not None and column.null_count < len(column):
+            return None
+    fields: dict[int, pa.ChunkedArray] = {}
+    for name, field in (("body", 2), ("channel", 4), ("dedup_id", 7)):
+        column = named[name]
+        if column is None:
+            continue
+        if not _is_text(column):
+            if name == "body" or not pa.types.is_integer(column.type):
+                return None
+            column = pc.cast(column, pa.string())
+        if column.null_count:
+            if name == "body":
+                first = pc.index(pc.is_null(column), True).as_py()
+                raise ValueError(f"row {first}: the body is null")
+            column = pc.fill_null(column, "")
+        fields[field] = column
+    return fields
+
+
+def _cuts(costs: np.ndarray, max_bytes: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) of each request: as many rows as fit ``max_bytes`` of costs, at most
+    ``MAX_ROWS``, at least one (a row larger than the cut travels alone)."""
+    ends = np.cumsum(costs)
+    start, base = 0, 0
+    while start < len(costs):
+        stop = int(np.searchsorted(ends, base + max_bytes, side="right"))
+        stop = min(max(stop, start + 1), start + MAX_ROWS)
+        yield start, stop
+        base = int(ends[stop - 1])
+        start = stop
+
+
+def _fast_requests(
+    queue: str, fields: dict[int, pa.ChunkedArray], ids: pa.Array, max_bytes: int
+) -> Iterator[_Request]:
+    """Requests straight from the Arrow buffers (``_wire_arrow.encode_send``); the cost of a
+    row counts bytes, as ``send_entry_cost`` does characters."""
+    costs = np.full(len(ids), send_entry_cost(b"", "", "", None), dtype=np.int64)
+    for column in fields.values():
+        costs += pc.fill_null(pc.binary_length(column), 0).to_numpy()
+    for start, stop in _cuts(costs, max_bytes):
+        chunk = {f: _single(c.slice(start, stop - start)) for f, c in fields.items()}
+        dedup = chunk.get(7)
+        retry = dedup is not None and pc.min(pc.binary_length(dedup)).as_py() > 0
+        raw = _wire_arrow.encode_send(queue, chunk, 0, stop - start)
+        yield _Request(raw, ids.slice(start, stop - start), retry)
+
+
+def _single(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One array of 32-bit offsets (what the wire encoder reads)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_large_string(array.type):
+        return array.cast(pa.string())
+    if pa.types.is_large_binary(array.type):
+        return array.cast(pa.binary())
+    return array
+
+
+def _row_requests(
+    queue: str, named: dict[str, pa.ChunkedArray | None], ids: pa.Array, max_bytes: int
+) -> Iterator[_Request]:
+    """Requests built row by row through protobuf objects: the path for attributes, delays and
+    ttls (and columns of other types), converting one record batch at a time so a large table
+    is never all Python objects at once."""
+    present = pa.table({k: v for k, v in named.items() if v is not None})
+    request = pb.SendMessagesRequest(queue=queue)
+    size = first = row = 0
+
+    def take() -> _Request:
+        nonlocal request, size, first
+        retry = all(entry.dedup_id for entry in request.entries)
+        out = _Request(request.SerializeToString(), ids.slice(first, row - first), retry)
+        request, size, first = pb.SendMessagesRequest(queue=queue), 0, row
         return out
+
+    for batch in present.to_batches(max_chunksize=MAX_ROWS):
+        n = batch.num_rows
+        values = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+        none: list[Any] = [None] * n
+        bodies = values["body"]
+        attributes = values.get("attributes", none)
+        channels = values.get("channel", none)
+        delays = values.get("delay", none)
+        ttls = values.get("ttl", none)
+        dedup_ids = values.get("dedup_id", none)
+        for i in range(n):
+            body = bodies[i]
+            if type(body) is not bytes:
+                body = _body(body, row)
+            attrs = _attributes(attributes[i]) if attributes[i] else None
+            channel = "" if channels[i] is None else str(channels[i])
+            dedup_id = "" if dedup_ids[i] is None else str(dedup_ids[i])
+            cost = send_entry_cost(body, channel, dedup_id, attrs)
+            count = row - first
+            if count and (count >= MAX_ROWS or size + cost > max_bytes):
+                yield take()
+            entry = request.entries.add(
+                id=str(row - first), body=body, channel=channel, dedup_id=dedup_id
+            )
+            if attrs:
+                entry.attributes.update(attrs)
+            if delays[i] is not None:
+                entry.delay.CopyFrom(_wire.to_duration(delays[i]))
+            if ttls[i] is not None:
+                entry.ttl.CopyFrom(_wire.to_duration(ttls[i]))
+            size += cost
+            row += 1
+    if row > first:
+        yield take()
 
 
 def _send_requests(
@@ -175,10 +306,9 @@ def _send_requests(
     ttl_column: str | None,
     dedup_id_column: str | None,
     id_column: str | None,
-) -> Iterator[tuple[pb.SendMessagesRequest, list[str]]]:
-    """(request, result ids of its rows) in row order, converting one record batch at a time
-    so a large table is never all Python objects at once. Wire entry ids are positions in the
-    request (a user's id column may repeat, which the server would refuse)."""
+) -> Iterator[_Request]:
+    """The requests of ``table`` in row order. Wire entry ids are positions in the request (a
+    user's id column may repeat, which the server would refuse)."""
     if body_column not in table.column_names:
         raise KeyError(f"the table has no body column {body_column!r}")
     named = {
@@ -188,48 +318,12 @@ def _send_requests(
         "delay": _column(table, delay_column, "delay"),
         "ttl": _column(table, ttl_column, "ttl"),
         "dedup_id": _column(table, dedup_id_column, "dedup_id"),
-        "id": _column(table, id_column, "id"),
     }
-    present = pa.table({k: v for k, v in named.items() if v is not None})
-    out = _Requests(queue)
-    row = 0
-    for batch in present.to_batches(max_chunksize=MAX_ROWS):
-        n = batch.num_rows
-        values = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-        none: list[Any] = [None] * n
-        bodies = values["body"]
-        attributes = values.get("attributes", none)
-        channels = values.get("channel", none)
-        delays = values.get("delay", none)
-        ttls = values.get("ttl", none)
-        dedup_ids = values.get("dedup_id", none)
-        ids = values.get("id", none)
-        # The loop is the hot path of send_arrow (a few us per row): plain locals, and the
-        # optional columns touched only when present.
-        for i in range(n):
-            body = bodies[i]
-            if type(body) is not bytes:
-                body = _body(body, row)
-            attrs = _attributes(attributes[i]) if attributes[i] else None
-            channel = "" if channels[i] is None else str(channels[i])
-            dedup_id = "" if dedup_ids[i] is None else str(dedup_ids[i])
-            cost = send_entry_cost(body, channel, dedup_id, attrs)
-            if out.ids and (len(out.ids) >= MAX_ROWS or out.size + cost > max_bytes):
-                yield out.take()
-            entry = out.request.entries.add(
-                id=str(len(out.ids)), body=body, channel=channel, dedup_id=dedup_id
-            )
-            if attrs:
-                entry.attributes.update(attrs)
-            if delays[i] is not None:
-                entry.delay.CopyFrom(_wire.to_duration(delays[i]))
-            if ttls[i] is not None:
-                entry.ttl.CopyFrom(_wire.to_duration(ttls[i]))
-            out.ids.append(str(row) if ids[i] is None else str(ids[i]))
-            out.size += cost
-            row += 1
-    if out.ids:
-        yield out.take()
+    ids = _result_ids(_column(table, id_column, "id"), table.num_rows)
+    fields = _fast_columns(named)
+    if fields is not None:
+        return _fast_requests(queue, fields, ids, max_bytes)
+    return _row_requests(queue, named, ids, max_bytes)
 
 
 def send_arrow(
@@ -262,25 +356,18 @@ def send_arrow(
         dedup_id_column=dedup_id_column,
         id_column=id_column,
     )
-    ids: list[str] = []
-    message_ids: list[str | None] = []
-    duplicates: list[bool] = []
-    codes: list[str | None] = []
-    errors: list[str | None] = []
+    parts: list[pa.RecordBatch] = []
     failure: LeaseqError | None = None
-    for request, row_ids in requests:
-        ids.extend(row_ids)
-        count = len(row_ids)
+    for request in requests:
+        count = len(request.ids)
         if failure is not None:
             # An earlier request failed: these rows were not sent at all.
-            _fail_rows(count, failure, "not sent", message_ids, duplicates, codes, errors)
+            parts.append(_failed_rows(request.ids, failure, "not sent"))
             continue
-        # As send_batch: repeating a send is safe only when every entry carries a dedup id.
-        retry = all(entry.dedup_id for entry in request.entries)
         try:
-            response = yield Call("SendMessages", request, retry=retry)
+            raw = yield Call("SendMessages", request.raw, retry=request.retry, raw=True)
         except LeaseqError as error:
-            if not message_ids:
+            if not parts:
                 raise  # nothing was sent: the call failed as a whole, like send_batch
             failure = error
             _log.warning(
@@ -288,79 +375,54 @@ def send_arrow(
                 "their outcome is unknown and later rows are not sent",
                 count,
                 error.code.name,
-                len(message_ids),
+                sum(p.num_rows for p in parts),
             )
-            _fail_rows(count, error, "outcome unknown", message_ids, duplicates, codes, errors)
+            parts.append(_failed_rows(request.ids, error, "outcome unknown"))
             continue
-        if len(response.results) != count:
-            raise LeaseqError(f"expected {count} send results, got {len(response.results)}")
-        for result in response.results:
-            if result.HasField("error"):
-                message_ids.append(None)
-                duplicates.append(False)
-                codes.append(status_code(result.error.code).name)
-                errors.append(result.error.message)
-            else:
-                message_ids.append(result.message_id)
-                duplicates.append(result.duplicate)
-                codes.append(None)
-                errors.append(None)
-    return pa.Table.from_arrays(
+        results = _wire_arrow.decode_send_results(raw)
+        if len(results) != count:
+            raise LeaseqError(f"expected {count} send results, got {len(results)}")
+        ok = pc.invert(results.failed)
+        no_text = pa.nulls(count, pa.string())
+        parts.append(
+            pa.RecordBatch.from_arrays(
+                [
+                    request.ids,
+                    pc.if_else(ok, results.message_id, no_text),
+                    pc.and_(results.duplicate, ok),
+                    pc.if_else(ok, no_text, _wire_arrow.names(results.code, _code_name)),
+                    pc.if_else(ok, no_text, results.error),
+                ],
+                schema=SEND_RESULT_SCHEMA,
+            )
+        )
+    return pa.Table.from_batches(parts, schema=SEND_RESULT_SCHEMA)
+
+
+def _code_name(code: int) -> str:
+    return status_code(code).name
+
+
+def _failed_rows(ids: pa.Array, error: LeaseqError, what: str) -> pa.RecordBatch:
+    count = len(ids)
+    return pa.RecordBatch.from_arrays(
         [
-            pa.array(ids, pa.string()),
-            pa.array(message_ids, pa.string()),
-            pa.array(duplicates, pa.bool_()),
-            pa.array(codes, pa.string()),
-            pa.array(errors, pa.string()),
+            ids,
+            pa.nulls(count, pa.string()),
+            pa.array(np.zeros(count, dtype=bool)),
+            pa.array([error.code.name] * count, pa.string()),
+            pa.array([f"{what}: {error.details or error.code.name}"] * count, pa.string()),
         ],
         schema=SEND_RESULT_SCHEMA,
     )
 
 
-def _fail_rows(
-    count: int,
-    error: LeaseqError,
-    what: str,
-    message_ids: list[str | None],
-    duplicates: list[bool],
-    codes: list[str | None],
-    errors: list[str | None],
-) -> None:
-    message_ids.extend([None] * count)
-    duplicates.extend([False] * count)
-    codes.extend([error.code.name] * count)
-    errors.extend([f"{what}: {error.details or error.code.name}"] * count)
-
-
 # --- receive ---------------------------------------------------------------------------------
 
 
-def _times(messages: list[pb.ReceivedMessage], name: str) -> pa.Array:
-    stamps = [getattr(m, name) for m in messages]
-    return pa.array([t.seconds * 1_000_000 + t.nanos // 1_000 for t in stamps], _TIME)
-
-
 def record_batch(messages: Iterable[pb.ReceivedMessage]) -> pa.RecordBatch:
-    """A ``MESSAGE_SCHEMA`` record batch of wire messages.
-
-    One comprehension per column: field access on protobuf messages is the cost here, and
-    comprehensions do it with the least interpreter overhead (about 4 us per message)."""
-    ms = list(messages)
-    attributes = [m.attributes for m in ms]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([m.message_id for m in ms], pa.string()),
-            pa.array([m.receipt for m in ms], pa.string()),
-            pa.array([m.body for m in ms], pa.binary()),
-            pa.array([list(a.items()) if a else [] for a in attributes], _ATTRIBUTES),
-            pa.array([m.channel for m in ms], pa.string()),
-            _times(ms, "enqueued_at"),
-            _times(ms, "visible_at"),
-            _times(ms, "expires_at"),
-            pa.array([m.delivery_count for m in ms], pa.int32()),
-        ],
-        schema=MESSAGE_SCHEMA,
-    )
+    """A ``MESSAGE_SCHEMA`` record batch of wire messages (attributes sorted by key)."""
+    return _wire_arrow._messages_batch(messages, MESSAGE_SCHEMA)
 
 
 def receive_arrow(
@@ -393,7 +455,12 @@ def receive_arrow(
         extra = _wire.MAX_WAIT_SECONDS if wait is None else _wire.seconds(wait)
         try:
             responses = yield Call(
-                "GetMessages", request, retry=True, streaming=True, extra_timeout=extra
+                "GetMessages",
+                request.SerializeToString(),
+                retry=True,
+                streaming=True,
+                extra_timeout=extra,
+                raw=True,
             )
         except LeaseqError as error:
             if not batches:
@@ -408,10 +475,11 @@ def receive_arrow(
             )
             break
         got = 0
-        for response in responses:
-            if response.messages:
-                batches.append(record_batch(response.messages))
-                got += len(response.messages)
+        for raw in responses:
+            batch = _wire_arrow.decode_messages(raw, MESSAGE_SCHEMA)
+            if batch.num_rows:
+                batches.append(batch)
+                got += batch.num_rows
         remaining -= got
         if got < asked:
             break  # the queue had no more visible messages (or the in-flight limit was hit)
@@ -422,39 +490,45 @@ def receive_arrow(
 # --- ack -------------------------------------------------------------------------------------
 
 
-def receipts_list(receipts: ReceiptColumn) -> list[str]:
+def receipts_array(receipts: ReceiptColumn) -> pa.Array:
+    """The receipts as one string array without nulls (TypeError for anything else)."""
     if isinstance(receipts, (pa.Table, pa.RecordBatch)):
         if "receipt" not in receipts.column_names:
             raise KeyError("the table has no 'receipt' column")
         receipts = receipts.column("receipt")
-    values: list[Any]
     if isinstance(receipts, (pa.Array, pa.ChunkedArray)):
-        values = receipts.to_pylist()
-    elif isinstance(receipts, str):
-        values = [receipts]  # one receipt, not its characters
-    else:
-        values = list(receipts)
+        if not (pa.types.is_string(receipts.type) or pa.types.is_large_string(receipts.type)):
+            raise TypeError(f"receipts must be strings, not {receipts.type}")
+        if receipts.null_count:
+            first = pc.index(pc.is_null(receipts), True).as_py()
+            raise TypeError(f"receipt {first} is NoneType, not str")
+        return _single(receipts)
+    values: list[Any] = [receipts] if isinstance(receipts, str) else list(receipts)
     for index, value in enumerate(values):
         if not isinstance(value, str):
             raise TypeError(f"receipt {index} is {type(value).__name__}, not str")
-    return values
+    return pa.array(values, pa.string())
 
 
 def ack_arrow(queue: str, receipts: ReceiptColumn, *, max_batch_bytes: int) -> Plan[pa.Table]:
     check_batch_bytes(max_batch_bytes)
-    values = receipts_list(receipts)
-    out_receipts: list[str] = []
-    statuses: list[str] = []
-    for chunk in chunks(((r, receipt_cost(r)) for r in values), max_batch_bytes):
-        request = pb.DeleteMessagesRequest(queue=queue, receipts=chunk)
+    column = receipts_array(receipts)
+    costs = pc.binary_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
+    costs += receipt_cost("")
+    parts: list[pa.RecordBatch] = []
+    for start, stop in _cuts(costs, max_batch_bytes):
+        raw = _wire_arrow.encode_delete(queue, column, start, stop)
         # Retried, and never partial: a repeated delete answers ALREADY_DELETED, so the caller
         # may simply ack the same receipts again after an error.
-        response = yield Call("DeleteMessages", request, retry=True)
-        for result in response.results:
-            out_receipts.append(result.receipt)
-            statuses.append(_wire.lease_status(result.status).name)
-    return pa.Table.from_arrays(
-        [pa.array(out_receipts, pa.string()), pa.array(statuses, pa.string())],
-        schema=ACK_RESULT_SCHEMA,
-    )
+        response = yield Call("DeleteMessages", raw, retry=True, raw=True)
+        acked, statuses = _wire_arrow.decode_delete_results(response)
+        parts.append(
+            pa.RecordBatch.from_arrays(
+                [acked, _wire_arrow.names(statuses, _status_name)], schema=ACK_RESULT_SCHEMA
+            )
+        )
+    return pa.Table.from_batches(parts, schema=ACK_RESULT_SCHEMA)
 
+
+def _status_name(value: int) -> str:
+    return _wire.lease_status(value).name

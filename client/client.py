@@ -281,6 +281,7 @@ class QueueClient:
         else:
             self._channel = grpc.insecure_channel(s.target, options=s.channel_options)
         self._stub = pb_grpc.QueueServiceStub(self._channel)
+        self._raw_methods: dict[tuple[str, bool], Any] = {}  # Call.raw: bytes in and out
 
     @property
     def target(self) -> str:
@@ -319,9 +320,18 @@ class QueueClient:
             except LeaseqError as e:
                 error = e
 
+    def _method(self, call: Call) -> Any:
+        if not call.raw:
+            return getattr(self._stub, call.method)
+        key = (call.method, call.streaming)
+        method = self._raw_methods.get(key)
+        if method is None:
+            method = self._raw_methods[key] = _wire.raw_method(self._channel, call)
+        return method
+
     def _invoke(self, call: Call) -> Any:
         s = self._settings
-        method = getattr(self._stub, call.method)
+        method = self._method(call)
         timeout = s.timeout_for(call)
         attempts = 0
         while True:
@@ -778,6 +788,7 @@ class AsyncQueueClient:
         self._settings = _Settings(target, token, tls, retry, timeout, options)
         self._channel: grpc.aio.Channel | None = None
         self._stub_: pb_grpc.QueueServiceStub | None = None
+        self._raw_methods: dict[tuple[str, bool], Any] = {}  # Call.raw: bytes in and out
 
     @property
     def target(self) -> str:
@@ -802,6 +813,7 @@ class AsyncQueueClient:
             await self._channel.close()
             self._channel = None
             self._stub_ = None
+            self._raw_methods = {}
 
     async def __aenter__(self) -> Self:
         return self
@@ -831,9 +843,19 @@ class AsyncQueueClient:
             except LeaseqError as e:
                 error = e
 
+    def _method(self, call: Call) -> Any:
+        stub = self._stub  # makes the channel on first use
+        if not call.raw:
+            return getattr(stub, call.method)
+        key = (call.method, call.streaming)
+        method = self._raw_methods.get(key)
+        if method is None:
+            method = self._raw_methods[key] = _wire.raw_method(self._channel, call)
+        return method
+
     async def _invoke(self, call: Call) -> Any:
         s = self._settings
-        method = getattr(self._stub, call.method)
+        method = self._method(call)
         timeout = s.timeout_for(call)
         attempts = 0
         while True:

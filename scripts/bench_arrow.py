@@ -1,16 +1,27 @@
-"""Arrow bulk path benchmark: the Arrow path against the protobuf path, and whether Arrow IPC on
-the wire would pay.
+"""Arrow bulk path benchmark: the client's own conversions, the Arrow path against the protobuf
+path, and whether Arrow IPC on the wire would pay.
 
 Usage: python scripts/bench_arrow.py [--store sqlite|memory] [--batch 1000] [--seconds 10]
-                                     [--body 1024]
+                                     [--body 1024] [--codec]
 
-Starts `leaseq serve` in a child process on a temp store (SQLite by default, durable), then:
+0. The client's conversions alone (no server), per row, over batches of 10,000 messages of
+   --body bytes, with the compiled module (``leaseq.client._wire_arrow_c``) and with its
+   pure-Python twins:
+     receive  GetMessagesResponse wire bytes -> MESSAGE_SCHEMA record batch
+     send     Arrow table -> SendMessagesRequest wire bytes (cutting included)
+              + SendMessagesResponse wire bytes -> send result columns
+     ack      receipt column -> DeleteMessagesRequest wire bytes
+              + DeleteMessagesResponse wire bytes -> ack result columns
+   `--codec` prints this part only.
+
+Then it starts `leaseq serve` in a child process on a temp store (SQLite by default, durable):
 
 1. End to end, one client, batch N (a full cycle per batch: send N, receive N, ack N), over the
    same RPCs (repeated protobuf fields on the wire):
      arrow    send_arrow(table) -> receive_arrow(N) -> ack_arrow(receipts)      (pyarrow tables)
      protobuf send_batch(bodies) -> receive(N) -> delete(receipts)             (Message objects)
-   Prints messages/s of each (a message counted once per full cycle).
+   Prints messages/s of each (a message counted once per full cycle) and the client process's
+   CPU time per message (gRPC's threads included; the server is another process).
 
 2. The wire format, per batch of N: the encode and decode work that would change if the
    messages travelled as an Arrow IPC stream in a bytes field instead of repeated fields, both
@@ -37,7 +48,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from leaseq.client import QueueClient  # noqa: E402
-from leaseq.client import arrow  # noqa: E402
+from leaseq.client import _wire_arrow, arrow  # noqa: E402
 from leaseq.server import convert, validation  # noqa: E402
 from leaseq.server.store import base  # noqa: E402
 from leaseq.v1 import queue_service_pb2 as pb  # noqa: E402
@@ -65,13 +76,98 @@ def cycle_protobuf(client: QueueClient, queue: str, bodies: list[bytes]) -> None
     client.delete(queue, got)
 
 
-def rate(step: Callable[[], None], batch: int, seconds: float) -> float:
+def rate(step: Callable[[], None], batch: int, seconds: float) -> tuple[float, float]:
+    """(messages/s, client CPU seconds per message)."""
     step()  # warm up (first calls, caches)
-    done, started = 0, time.perf_counter()
+    done, started, cpu = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - started < seconds:
         step()
         done += batch
-    return done / (time.perf_counter() - started)
+    return done / (time.perf_counter() - started), (time.process_time() - cpu) / done
+
+
+# --- 0. the client's conversions -------------------------------------------------------------
+
+
+def sample_response(count: int, body: int) -> bytes:
+    """A GetMessagesResponse as the server sends it: ids, receipts, three times, a count."""
+    response = pb.GetMessagesResponse()
+    response.server_time.seconds = 1_800_000_000
+    for i in range(count):
+        m = response.messages.add(
+            message_id=f"{i:08x}-5e1f-4c2b-9a77-0123456789ab",
+            receipt=f"AQAAAAAAAAAB{i:012d}.lease.{i:016x}",
+            body=os.urandom(body),
+            delivery_count=1,
+        )
+        for name in ("enqueued_at", "visible_at", "expires_at"):
+            getattr(m, name).seconds = 1_800_000_000 + i
+            getattr(m, name).nanos = 123_456_789
+    return response.SerializeToString()
+
+
+def client_codecs(body: int, count: int = 10_000) -> dict[str, float]:
+    """Seconds per row of each client conversion, as used by send_arrow/receive_arrow/
+    ack_arrow (the implementation chosen by _wire_arrow.NATIVE)."""
+    raw = sample_response(count, body)
+    table = pa.table({
+        "body": pa.array([os.urandom(body) for _ in range(count)], pa.binary()),
+        "dedup_id": pa.array([f"write-1:0:{i}" for i in range(count)], pa.string()),
+    })
+    batch = _wire_arrow.decode_messages(raw, arrow.MESSAGE_SCHEMA)
+    receipts = batch.column("receipt")
+    send_answer = pb.SendMessagesResponse(
+        results=[pb.SendResult(id=str(i), message_id=m) for i, m in
+                 enumerate(batch.column("message_id").to_pylist())]
+    ).SerializeToString()
+    ack_answer = pb.DeleteMessagesResponse(
+        results=[pb.DeleteResult(receipt=r, status=1) for r in receipts.to_pylist()]
+    ).SerializeToString()
+
+    def send() -> None:
+        plan = arrow.send_arrow(
+            "q", table, body_column="body", attributes_column=None, channel_column=None,
+            delay_column=None, ttl_column=None, dedup_id_column="dedup_id", id_column=None,
+            max_batch_bytes=arrow.DEFAULT_BATCH_BYTES,
+        )
+        drive(plan, send_answer)
+
+    def ack() -> None:
+        drive(arrow.ack_arrow("q", receipts, max_batch_bytes=arrow.DEFAULT_BATCH_BYTES),
+              ack_answer)
+
+    return {
+        "receive": per_batch(lambda: _wire_arrow.decode_messages(raw, arrow.MESSAGE_SCHEMA))
+        / count,
+        "send": per_batch(send) / count,
+        "ack": per_batch(ack) / count,
+    }
+
+
+def drive(plan: object, answer: bytes) -> object:
+    """Run a plan whose every call gets ``answer`` (the wire bytes of a response)."""
+    try:
+        plan.send(None)  # type: ignore[attr-defined]
+        while True:
+            plan.send(answer)  # type: ignore[attr-defined]
+    except StopIteration as done:
+        return done.value
+
+
+def print_codecs(body: int) -> None:
+    print(f"client conversions alone, per row (batches of 10,000 messages, body={body}B):")
+    rows = {}
+    if _wire_arrow.NATIVE:
+        rows["compiled"] = client_codecs(body)
+    native = _wire_arrow.NATIVE
+    _wire_arrow.NATIVE = False
+    try:
+        rows["pure Python"] = client_codecs(body)
+    finally:
+        _wire_arrow.NATIVE = native
+    for name, costs in rows.items():
+        print(f"  {name:<12}: " + "   ".join(f"{step} {us * 1e6:5.2f} us" for step, us in
+                                          costs.items()))
 
 
 # --- 2. the wire format ----------------------------------------------------------------------
@@ -133,13 +229,12 @@ def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, 
     time_type = pa.timestamp("us", tz="UTC")
 
     def send_protobuf() -> None:
-        [(request, _)] = arrow._send_requests(
+        [request] = arrow._send_requests(
             "q", table, arrow.DEFAULT_BATCH_BYTES, body_column="body", attributes_column=None,
             channel_column=None, delay_column=None, ttl_column=None, dedup_id_column=None,
             id_column=None,
-        )
-        raw = request.SerializeToString()  # client
-        parsed = pb.SendMessagesRequest.FromString(raw)  # server
+        )  # client: wire bytes
+        parsed = pb.SendMessagesRequest.FromString(request.raw)  # server
         [validation.send_entry(e, i, config) for i, e in enumerate(parsed.entries)]
 
     def send_ipc() -> None:
@@ -151,7 +246,7 @@ def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, 
         converted = [convert.received_to_proto(m) for m in delivered]  # server
         [m.ByteSize() for m in converted]  # the server's response cutting
         raw = pb.GetMessagesResponse(messages=converted).SerializeToString()
-        arrow.record_batch(pb.GetMessagesResponse.FromString(raw).messages)  # client
+        _wire_arrow.decode_messages(raw, arrow.MESSAGE_SCHEMA)  # client
 
     def receive_ipc() -> None:
         ms = delivered  # server: store values -> columns -> IPC
@@ -171,9 +266,11 @@ def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, 
         )
         out_of_bytes_field(in_bytes_field(ipc_bytes(batch)))  # client: zero-copy read
 
+    receipt_column = pa.array(receipts, pa.string())
+
     def ack_protobuf() -> None:
-        raw = pb.DeleteMessagesRequest(queue="q", receipts=receipts).SerializeToString()
-        list(pb.DeleteMessagesRequest.FromString(raw).receipts)
+        raw = _wire_arrow.encode_delete("q", receipt_column, 0, len(receipts))  # client
+        list(pb.DeleteMessagesRequest.FromString(raw).receipts)  # server
 
     def ack_ipc() -> None:
         column = pa.table({"receipt": pa.array(receipts, pa.string())})
@@ -194,7 +291,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--body", type=int, default=1024, help="body bytes")
+    parser.add_argument("--codec", action="store_true",
+                        help="only the client's conversions (no server)")
     args = parser.parse_args()
+    print_codecs(args.body)
+    if args.codec:
+        return
     batch = args.batch
     bodies = [os.urandom(args.body) for _ in range(batch)]
     table = pa.table({"body": pa.array(bodies, pa.binary())})
@@ -211,13 +313,16 @@ def main() -> None:
                 )
                 client.create_queue("bench-arrow")
                 client.create_queue("bench-protobuf")
-                arrow_rate = rate(lambda: cycle_arrow(client, "bench-arrow", table), batch,
-                                  args.seconds)
-                print(f"  arrow path    : {arrow_rate:>10,.0f} msgs/s")
-                protobuf_rate = rate(
+                arrow_rate, arrow_cpu = rate(
+                    lambda: cycle_arrow(client, "bench-arrow", table), batch, args.seconds
+                )
+                print(f"  arrow path    : {arrow_rate:>10,.0f} msgs/s   client CPU "
+                      f"{arrow_cpu * 1e6:6.2f} us/msg (send+receive+ack)")
+                protobuf_rate, protobuf_cpu = rate(
                     lambda: cycle_protobuf(client, "bench-protobuf", bodies), batch, args.seconds
                 )
-                print(f"  protobuf path : {protobuf_rate:>10,.0f} msgs/s")
+                print(f"  protobuf path : {protobuf_rate:>10,.0f} msgs/s   client CPU "
+                      f"{protobuf_cpu * 1e6:6.2f} us/msg")
                 # Real messages (ids, receipts, times) for the wire-format comparison.
                 client.send_batch("bench-arrow", bodies)
                 sample: list[pb.ReceivedMessage] = []

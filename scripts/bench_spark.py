@@ -10,11 +10,15 @@ The naive loop is slow (two round trips per message), so it runs over a sample
 (--naive-sample messages, default 5,000) and its rate is extrapolated as rows/s: the ratio
 compares rates, not times over the same count. Bodies are 100 bytes; consume_process_ack's fn
 writes each batch to a parquet file (a realistic sink), the naive loop writes nothing.
+
+Each phase also prints where the CPU went (scripts/_cpu.py): the server, Spark's JVM, its
+Python workers and this driver, in cores busy on average, and the load average at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -23,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _cpu import cpu_by_role, delta  # noqa: E402
 from _local_spark import local_spark  # noqa: E402  (scripts/ is on sys.path: the script's folder)
 
 
@@ -52,6 +57,12 @@ def main() -> None:
     server.start()
     target = server.target
     n = args.messages
+    assert server.process is not None
+    cpu: dict[str, dict[str, float]] = {}
+
+    def measured(name: str, before: dict[str, float], wall: float) -> None:
+        cpu[name] = {k: v / wall for k, v in delta(before, cpu_by_role(server.process.pid)).items()}
+
     try:
         with QueueClient(target) as client:
             client.create_queue("bench", visibility_timeout=120)
@@ -62,9 +73,10 @@ def main() -> None:
                 F.rpad(F.col("id").cast("string"), 100, "x").alias("body")
             ).cache()
             df.count()  # materialise the input outside the timing
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
             written = write_queue(df, "bench", target=target)
             write_s = time.perf_counter() - t0
+            measured("write_queue", c0, write_s)
             assert written.enqueued == n, written
 
             # consume_process_ack into parquet -------------------------------------------
@@ -76,12 +88,13 @@ def main() -> None:
                 pq.write_table(table.select(["message_id", "body"]),
                                f"{sink_dir}/{uuid.uuid4().hex}.parquet")
 
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
             consumed = consume_process_ack(
                 spark, "bench", fn, target=target, num_partitions=args.partitions,
                 batch_size=args.batch_size, visibility_timeout=120, wait_time=0.5, arrow=True,
             )
             consume_s = time.perf_counter() - t0
+            measured("consume_process_ack", c0, consume_s)
             assert consumed.acked == n, consumed
 
             # naive: one receive and one delete per message, in a mapInPandas -----------------
@@ -102,9 +115,10 @@ def main() -> None:
                     yield pd.DataFrame({"done": [done]})
 
             seeds = spark.range(0, sample, numPartitions=2)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
             naive_done = seeds.mapInPandas(naive, "done long").groupBy().sum("done").first()[0]
             naive_s = time.perf_counter() - t0
+            measured("naive", c0, naive_s)
             assert naive_done == sample, naive_done
     finally:
         server.terminate()
@@ -117,6 +131,10 @@ def main() -> None:
     print(f"naive per-message    {naive_rate:>10,.0f} rows/s  ({sample:,} messages in {naive_s:.1f} s,"
           " extrapolated as a rate)")
     print(f"consume_process_ack / naive = {consume_rate / naive_rate:.1f}x")
+    for name, roles in cpu.items():
+        print(f"  CPU during {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in roles.items())
+              + " (cores busy, average)")
+    print("load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

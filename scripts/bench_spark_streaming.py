@@ -13,12 +13,14 @@ micro-batch, the flush batch that commits the last one) and over the micro-batch
 body and delivery_count to parquet files, a realistic sink) and `noop` (Spark's no-op sink: the
 source alone). The preload is not timed, and an untimed warm-up query of 20,000 messages runs
 first. Checks at the end: the queue is empty and the sink has
-every message once.
+every message once. Each run also prints where the CPU went (scripts/_cpu.py: the server, Spark's
+JVM, its Python workers, this driver, in cores busy on average) and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _cpu import cpu_by_role, delta  # noqa: E402
 from _local_spark import local_spark  # noqa: E402  (scripts/ is on sys.path: the script's folder)
 
 
@@ -83,10 +86,12 @@ def main() -> None:
                           .trigger(availableNow=True))
                 if sink == "parquet":
                     writer = writer.option("path", str(out))
-                t0 = time.perf_counter()
+                assert server.process is not None
+                t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
                 query = writer.start()
                 query.awaitTermination()
                 wall = time.perf_counter() - t0
+                cpu = delta(c0, cpu_by_role(server.process.pid))
                 if query.exception() is not None:
                     raise RuntimeError(str(query.exception()))
                 progress = query.recentProgress
@@ -105,6 +110,9 @@ def main() -> None:
                 print(f"  {sink:>7} sink: {n / wall:>9,.0f} rows/s over the query's wall time "
                       f"({wall:.1f} s); {n / batch_s:>9,.0f} rows/s over its {batches} data "
                       f"micro-batches ({batch_s:.1f} s)")
+                print("           CPU: " + ", ".join(f"{k} {v / wall:.2f}" for k, v in cpu.items())
+                      + " (cores busy, average); load average "
+                      + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     finally:
         server.terminate()
         spark.stop()

@@ -4,7 +4,7 @@
 (no port, a port outside 0..65535: gRPC would otherwise wrap 99999 to 34463). `check_free` binds
 every address at once, then lets them go, so `leaseq serve` fails with "address HOST:PORT is already
 in use" before it opens the store, instead of starting half-way (gRPC alone would even share a
-busy port: it sets SO_REUSEPORT, which the server turns off, see app.SERVER_OPTIONS).
+busy port: it sets SO_REUSEPORT, which the server turns off, see app.LISTENER_OPTIONS).
 """
 
 from __future__ import annotations

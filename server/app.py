@@ -43,15 +43,15 @@ log = logging.getLogger(__name__)
 LISTENER_OPTIONS: list[tuple[str, int]] = [
     # gRPC sets SO_REUSEPORT by default: a second server on a busy port would start and the two
     # would take turns answering. Off, a busy port fails the bind (addresses.check_free says so
-    # before anything starts).
+    # before anything starts). On only among the workers of one `serve --workers N` (workers.py).
     ("grpc.so_reuseport", 0),
 ]
+SHARED_LISTENER_OPTIONS: list[tuple[str, int]] = [("grpc.so_reuseport", 1)]
 
 SERVER_OPTIONS: list[tuple[str, int]] = [
     # See service.MAX_GRPC_MESSAGE_BYTES for why 64 MiB instead of gRPC's 4 MiB default.
     ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
-    *LISTENER_OPTIONS,
 ]
 
 LIVENESS_SERVICE = "liveness"
@@ -157,6 +157,7 @@ def build(
     metrics: Metrics | None = None,
     max_connection_age: float | None = None,
     max_connection_age_grace: float | None = None,
+    reuse_port: bool = False,
 ) -> LeaseqServer:
     """Build the server on an opened store; listen is "host:port" (port 0 picks a free one).
     Call from the event loop that will run it.
@@ -165,8 +166,10 @@ def build(
     limits: stream caps (`limits.Limits`).
     health_listen: also serve grpc.health.v1 alone, in plaintext, on this address.
     metrics: count RPCs (an interceptor) and report the store's queues (`metrics.Metrics`).
-    max_connection_age (+ _grace), seconds: connection_options()."""
+    max_connection_age (+ _grace), seconds: connection_options().
+    reuse_port: share the ports with the other workers of `serve --workers N` (workers.py)."""
     limits = limits or Limits()
+    listener_options = SHARED_LISTENER_OPTIONS if reuse_port else LISTENER_OPTIONS
     # Request ids and the access log first (outermost): they cover refused calls too, and the
     # id is set before anything else logs. Then metrics (they count refusals). Then auth: an
     # unauthenticated call takes no receive-stream slot.
@@ -178,6 +181,7 @@ def build(
     interceptors += [*(security.interceptors() if security else ()), stream_limiter]
     server = grpc.aio.server(
         options=SERVER_OPTIONS
+        + listener_options
         + limits.server_options()
         + connection_options(max_connection_age, max_connection_age_grace),
         interceptors=interceptors,
@@ -199,7 +203,7 @@ def build(
     health_server, health_port = None, None
     if health_listen:
         health_server = grpc.aio.server(
-            options=LISTENER_OPTIONS + limits.health_server_options()
+            options=listener_options + limits.health_server_options()
         )
         health_pb2_grpc.add_HealthServicer_to_server(health, health_server)
         health_port = _bind(health_server, health_listen, None)
@@ -270,6 +274,7 @@ async def serve(
     max_connection_age_grace: float | None = None,
     sqs_listen: str | None = None,
     console_listen: str | None = None,
+    reuse_port: bool = False,
 ) -> None:
     """Open the store, serve until SIGTERM/SIGINT (or `stop` is set), then drain and close.
 
@@ -277,7 +282,8 @@ async def serve(
     health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
     /metrics over HTTP; max_connection_age (+ _grace): `connection_options`; sqs_listen: the
     SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core; console_listen:
-    the web console (frontends/console), likewise.
+    the web console (frontends/console), likewise; reuse_port: one worker of `serve --workers N`,
+    whose parent checked and holds the shared ports (workers.py).
 
     Start-up failures raise StartupError (an address that is malformed or in use: checked before
     the store is opened) or StoreOpenError, each with a one-line message."""
@@ -289,7 +295,7 @@ async def serve(
         ("SQS", sqs_listen),
         ("console", console_listen),
     ):
-        if text:
+        if text and not (reuse_port and name not in ("metrics", "console")):
             try:
                 addresses.append(parse_listen(text))
             except ValueError as error:
@@ -315,6 +321,7 @@ async def serve(
             metrics=metrics,
             max_connection_age=max_connection_age,
             max_connection_age_grace=max_connection_age_grace,
+            reuse_port=reuse_port,
         )
         cleanup.push_async_callback(built.stop_now)
         if metrics is not None and metrics_listen:
@@ -323,7 +330,7 @@ async def serve(
             log.info("metrics on port %d", endpoint.port)
         if sqs_listen:
             # Before gRPC starts: once health says SERVING, the SQS endpoint answers too.
-            sqs = await _start_sqs(store, built, security, sqs_listen)
+            sqs = await _start_sqs(store, built, security, sqs_listen, reuse_port)
             cleanup.push_async_callback(sqs.stop)
         if console_listen:
             console = await _start_console(built, security, console_listen)
@@ -364,7 +371,13 @@ def _install_signal_handlers(
             pass
 
 
-async def _start_sqs(store: Store, built: LeaseqServer, security: Security | None, listen: str):
+async def _start_sqs(
+    store: Store,
+    built: LeaseqServer,
+    security: Security | None,
+    listen: str,
+    reuse_port: bool = False,
+):
     """The SQS endpoint over the gRPC service's long polls (one set of waiters and wake-ups)."""
     from .core import QueueCore
     from .frontends.sqs.app import SqsFrontend
@@ -374,7 +387,7 @@ async def _start_sqs(store: Store, built: LeaseqServer, security: Security | Non
         security.policy if security else None,
         metrics=built.metrics,
     )
-    await frontend.start(listen)
+    await frontend.start(listen, reuse_port=reuse_port)
     log.info("SQS endpoint on port %d", frontend.port)
     return frontend
 

@@ -98,9 +98,13 @@ class LeaseKeeper:
     the thread at once (an Event, not a poll) and joins it, so no extension can land after the
     caller goes on to release (an extension after a release would undo it)."""
 
-    def __init__(self, client: QueueClient, queue: str, receipts: list[str], lease: float) -> None:
+    def __init__(
+        self, client: QueueClient, queue: str, receipts: list[str] | pa.ChunkedArray, lease: float
+    ) -> None:
         self.client = client
         self.queue = queue
+        # An Arrow column becomes Python strings only if an extension is due (most batches
+        # are done well within half a lease).
         self.receipts = receipts
         self.lease = lease
         self.lost: set[str] = set()
@@ -109,7 +113,7 @@ class LeaseKeeper:
         self._thread = threading.Thread(target=self._run, name="leaseq-lease-keeper", daemon=True)
 
     def __enter__(self) -> LeaseKeeper:
-        if self.receipts and self.lease > 0:
+        if len(self.receipts) and self.lease > 0:
             self._thread.start()
         return self
 
@@ -124,6 +128,8 @@ class LeaseKeeper:
     def _run(self) -> None:
         period = max(self.lease * 0.5, 0.05)
         while not self._stop.wait(period):
+            if not isinstance(self.receipts, list):
+                self.receipts = self.receipts.to_pylist()
             live = [r for r in self.receipts if r not in self.lost]
             for start in range(0, len(live), 10_000):
                 chunk = live[start : start + 10_000]

@@ -47,6 +47,7 @@ __all__ = [
 _log = logging.getLogger("leaseq.spark_ext")
 FAILURE_SAMPLES = 5  # failure reasons kept per partition, and shown in the warning
 _COUNTS = ("batches", "received", "acked", "failed", "lost")
+_DONE_STATUSES = pa.array(sorted(_DONE), pa.string())
 _CONSUME_DDL = (
     "partition int, batches long, received long, acked long, failed long, lost long, "
     "seconds double, failures array<string>, misuse string, held array<string>"
@@ -100,10 +101,11 @@ class ConsumeFailedError(RuntimeError):
 
 def _run_fn(
     fn: Callable[[Any], Any], table: pa.Table, as_pandas: bool, bisect: bool
-) -> list[str | None]:
-    """Per-row errors of ``fn`` over ``table``. When fn raises and ``bisect`` is on, the batch is
-    split in halves until the rows that make it raise are alone: those fail with the exception
-    as reason, the others succeed (fn must then tolerate being called again on a subset).
+) -> list[str | None] | None:
+    """Per-row errors of ``fn`` over ``table``, or None when every row succeeded (the common
+    case, kept free of per-row work). When fn raises and ``bisect`` is on, the batch is split
+    in halves until the rows that make it raise are alone: those fail with the exception as
+    reason, the others succeed (fn must then tolerate being called again on a subset).
     A return value of the wrong shape (``FnResultError``) is fn's bug, not the rows': it goes
     up at once, never bisected."""
     arg = table.to_pandas() if as_pandas else table
@@ -113,10 +115,17 @@ def _run_fn(
         if not bisect or table.num_rows == 1:
             return [reason_of(error)] * table.num_rows
         half = table.num_rows // 2
-        return _run_fn(fn, table.slice(0, half), as_pandas, bisect) + _run_fn(
-            fn, table.slice(half), as_pandas, bisect
+        first, second = table.slice(0, half), table.slice(half)
+        return _per_row(_run_fn(fn, first, as_pandas, bisect), first.num_rows) + _per_row(
+            _run_fn(fn, second, as_pandas, bisect), second.num_rows
         )
+    if result is None:
+        return None
     return row_errors(result, table.num_rows)
+
+
+def _per_row(errors: list[str | None] | None, rows: int) -> list[str | None]:
+    return [None] * rows if errors is None else errors
 
 
 def _release(client: Any, queue: str, entries: list[tuple[str, str]], delay: float) -> None:
@@ -178,29 +187,38 @@ def consume_partition(
         n = table.num_rows
         stats["batches"] += 1
         stats["received"] += n
-        receipts = table.column("receipt").to_pylist()
+        # The receipts stay an Arrow column: a batch that fn succeeded with as a whole is acked
+        # straight from it, with no Python object per message.
+        receipts = table.column("receipt")
         settled = False
         try:
             with LeaseKeeper(client, queue, receipts, visibility_timeout) as keeper:
                 try:
                     errors = _run_fn(fn, table, as_pandas, bisect)
                 except FnResultError as error:
-                    misuse, held, settled = str(error), receipts, True
+                    misuse, held, settled = str(error), receipts.to_pylist(), True
                     break
-            ok = [r for r, e in zip(receipts, errors) if e is None and r not in keeper.lost]
-            bad = [(r, e) for r, e in zip(receipts, errors) if e is not None and r not in keeper.lost]
+            bad: list[tuple[str, str]] = []
+            ok: pa.ChunkedArray | list[str] = receipts
+            if errors is not None or keeper.lost:
+                per_row = _per_row(errors, n)
+                values = receipts.to_pylist()
+                ok = [r for r, e in zip(values, per_row) if e is None and r not in keeper.lost]
+                bad = [(r, e) for r, e in zip(values, per_row)
+                       if e is not None and r not in keeper.lost]
             stats["lost"] += len(keeper.lost)
-            if ok:
+            if len(ok):
                 acked = client.ack_arrow(queue, ok)
-                done = sum(1 for s in acked.column("status").to_pylist() if s in _DONE)
+                done = pc.sum(pc.is_in(acked.column("status"), _DONE_STATUSES)).as_py() or 0
                 stats["acked"] += done
                 stats["lost"] += len(ok) - done
-            ids = table.column("message_id").to_pylist()
-            for message_id, error in zip(ids, errors):
-                if error is not None:
-                    failed_here[message_id] = error
-                    if len(failures) < FAILURE_SAMPLES:
-                        failures.append(f"{message_id}: {error}")
+            if errors is not None and any(e is not None for e in errors):
+                ids = table.column("message_id").to_pylist()
+                for message_id, error in zip(ids, errors):
+                    if error is not None:
+                        failed_here[message_id] = error
+                        if len(failures) < FAILURE_SAMPLES:
+                            failures.append(f"{message_id}: {error}")
             _release(client, queue, bad, release_delay)
             stats["failed"] += len(bad)
             settled = True
@@ -210,7 +228,7 @@ def consume_partition(
                 # for good): give the batch back now rather than strand it until its leases end.
                 try:
                     _release(client, queue, [(r, "consume_process_ack: task failed")
-                                             for r in receipts], 0)
+                                             for r in receipts.to_pylist()], 0)
                 except Exception:  # noqa: BLE001 - the leases end by themselves
                     pass
     seconds = time.monotonic() - started

@@ -25,8 +25,10 @@ class HttpSite:
         self._runner: web.AppRunner | None = None
         self.port = 0
 
-    async def start(self, listen: str, default_port: int) -> int:
-        """Listen on "host:port" (port 0: a free one); OSError when the address is taken."""
+    async def start(self, listen: str, default_port: int, reuse_port: bool = False) -> int:
+        """Listen on "host:port" (port 0: a free one); OSError when the address is taken.
+        reuse_port: the address is shared with the other workers of `serve --workers N`
+        (server/workers.py); otherwise a busy address fails."""
         address = parse_listen(listen, default_port)
         runner = web.AppRunner(
             self._app,
@@ -35,7 +37,9 @@ class HttpSite:
             handler_cancellation=self._handler_cancellation,
         )
         await runner.setup()
-        site = web.TCPSite(runner, address.host, address.port, backlog=1024)
+        site = web.TCPSite(
+            runner, address.host, address.port, backlog=1024, reuse_port=reuse_port or None
+        )
         try:
             await site.start()
         except BaseException:

@@ -144,8 +144,9 @@ async def test_async_twins(aclient: AsyncQueueClient, queue_name: str) -> None:
 
 
 def _requests(table: pa.Table, max_bytes: int) -> list[tuple[pb.SendMessagesRequest, list[str]]]:
-    return list(
-        arrow._send_requests(
+    return [
+        (pb.SendMessagesRequest.FromString(r.raw), r.ids.to_pylist())
+        for r in arrow._send_requests(
             "q",
             table,
             max_bytes,
@@ -157,7 +158,7 @@ def _requests(table: pa.Table, max_bytes: int) -> list[tuple[pb.SendMessagesRequ
             dedup_id_column="dedup_id",
             id_column="id",
         )
-    )
+    ]
 
 
 def test_requests_are_cut_by_rows() -> None:
@@ -195,11 +196,12 @@ def test_a_failure_after_the_first_request_is_reported_per_row() -> None:
         max_batch_bytes=arrow.DEFAULT_BATCH_BYTES,
     )
     call = next(plan)
+    entries = pb.SendMessagesRequest.FromString(call.request).entries
     answer = pb.SendMessagesResponse(
-        results=[pb.SendResult(id=e.id, message_id=f"m{e.id}") for e in call.request.entries]
+        results=[pb.SendResult(id=e.id, message_id=f"m{e.id}") for e in entries]
     )
     assert call.retry is False  # no dedup ids: a repeat could enqueue twice
-    plan.send(answer)
+    plan.send(answer.SerializeToString())
     with pytest.raises(StopIteration) as done:
         plan.throw(Unavailable("server gone"))  # the second request fails
     results: pa.Table = done.value.value

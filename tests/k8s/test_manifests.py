@@ -228,6 +228,12 @@ def test_postgres_is_autoscaled_replicas_with_a_pdb_and_a_secret_dsn() -> None:
     [store] = [e for e in container(objects)["env"] if e["name"] == "LEASEQ_STORE"]
     assert "value" not in store
     assert set(store["valueFrom"]["secretKeyRef"]) == {"name", "key"}
+    # Worker processes (serve --workers), one per core of the cpu limit, read by serve itself.
+    [workers] = [e for e in container(objects)["env"] if e["name"] == "LEASEQ_WORKERS"]
+    option = next(p for p in serve_command.params if p.name == "workers")
+    assert option.envvar == "LEASEQ_WORKERS"
+    assert 1 < option.type.convert(workers["value"], option, None)
+    assert int(workers["value"]) <= float(container(objects)["resources"]["limits"]["cpu"])
     # No password is committed: the Secret is the operator's.
     assert not [o for o in objects if o["kind"] == "Secret"]
     assert not [o for o in objects if o["kind"] == "PersistentVolumeClaim"]

@@ -92,10 +92,11 @@ class SqsFrontend:
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
 
-    async def start(self, listen: str) -> int:
-        """Listen on "host:port" (port 0: a free one); OSError when the address is taken."""
+    async def start(self, listen: str, reuse_port: bool = False) -> int:
+        """Listen on "host:port" (port 0: a free one); OSError when the address is taken.
+        reuse_port: shared with the other workers of `serve --workers N` (server/workers.py)."""
         self._site = HttpSite(self.application())
-        self.port = await self._site.start(listen, 9324)
+        self.port = await self._site.start(listen, 9324, reuse_port=reuse_port)
         return self.port
 
     async def stop(self) -> None:
