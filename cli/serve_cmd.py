@@ -100,6 +100,13 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     "same store: boto3/aws-cli with --endpoint-url. Off by default.",
 )
 @_option(
+    "--azure-listen",
+    metavar="HOST:PORT",
+    type=ListenType(10001),
+    help="Also serve the Azure Queue Storage API over HTTP here (path-style, as Azurite), on the "
+    "same store: azure-storage-queue with QueueEndpoint=http://HOST:PORT/<account>. Off by default.",
+)
+@_option(
     "--console-listen",
     metavar="HOST:PORT",
     type=ListenType(8080),
@@ -217,6 +224,7 @@ def serve(
     max_connection_age_grace: float | None,
     log_format: str,
     sqs_listen: str | None,
+    azure_listen: str | None,
     console_listen: str | None,
     workers: int,
 ) -> None:
@@ -236,6 +244,12 @@ def serve(
         )
     if sqs_listen:
         _check_sqs_listen(sqs_listen, security, allow_unauthenticated)
+    if azure_listen and security.policy is None and not allow_unauthenticated and not is_loopback(azure_listen):
+        # Without a policy the Azure endpoint takes the development account's published key.
+        raise click.UsageError(
+            f"--azure-listen {azure_listen} is not a loopback address and there is no --auth-policy "
+            "(azure_keys): pass --allow-unauthenticated to serve it anyway"
+        )
     if console_listen and security.policy is None and not allow_unauthenticated and not is_loopback(console_listen):
         raise click.UsageError(
             f"--console-listen {console_listen} is not a loopback address and there is no "
@@ -276,6 +290,7 @@ def serve(
         max_connection_age=max_connection_age,
         max_connection_age_grace=max_connection_age_grace,
         sqs_listen=sqs_listen,
+        azure_listen=azure_listen,
         console_listen=console_listen,
     )
     try:

@@ -3,10 +3,12 @@
 ``QueueClient.send_arrow`` / ``receive_arrow`` / ``ack_arrow`` (and their ``AsyncQueueClient``
 twins) are thin drivers of the plans below. They convert *at the edge*: on the wire the
 messages travel as the ordinary repeated protobuf fields (the same RPCs as ``send_batch``,
-``receive`` and ``delete``), and this module turns Arrow columns into entries and responses into
-record batches. Carrying Arrow IPC bytes in the protobuf messages instead was measured and did
-not pay (``scripts/bench_arrow.py``; the figures are in the README), so the proto stays one
-shape that every language's client can use.
+``receive`` and ``delete``), and ``_wire_arrow`` turns Arrow columns into request bytes and
+response bytes into Arrow columns, without a Python object per message (its C twin,
+``_wire_arrow_c``; a send with attributes, delays or ttls builds its entries row by row here).
+Carrying Arrow IPC bytes in the protobuf messages instead was measured and did not pay
+(``scripts/bench_arrow.py``; the figures are in the README), so the proto stays one shape that
+every language's client can use.
 
 Cutting: every RPC carries at most 10,000 rows (the API's batch limit) and, for sends and acks,
 at most ``max_batch_bytes`` of estimated entry bytes (default ``DEFAULT_BATCH_BYTES``, 32 MiB).

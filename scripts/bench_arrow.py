@@ -243,9 +243,11 @@ def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, 
         [base.NewMessage(body=b) for b in rows.column("body").to_pylist()]
 
     def receive_protobuf() -> None:
-        converted = [convert.received_to_proto(m) for m in delivered]  # server
-        [m.ByteSize() for m in converted]  # the server's response cutting
-        raw = pb.GetMessagesResponse(messages=converted).SerializeToString()
+        # The server's own path (service.QueueService._batches): wire bytes per message, one
+        # parse into the response, which gRPC serializes again.
+        encode = convert.ReceivedEncoder()
+        response = convert.ReceivedEncoder.response([encode(m) for m in delivered])
+        raw = response.SerializeToString()
         _wire_arrow.decode_messages(raw, arrow.MESSAGE_SCHEMA)  # client
 
     def receive_ipc() -> None:

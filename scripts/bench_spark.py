@@ -131,6 +131,10 @@ def main() -> None:
     print(f"naive per-message    {naive_rate:>10,.0f} rows/s  ({sample:,} messages in {naive_s:.1f} s,"
           " extrapolated as a rate)")
     print(f"consume_process_ack / naive = {consume_rate / naive_rate:.1f}x")
+    phases = {k: sum(p[k] for p in consumed.per_partition)
+              for k in ("receive_seconds", "fn_seconds", "settle_seconds")}
+    print("  consume_process_ack's tasks spent (summed over tasks): "
+          + ", ".join(f"{k.removesuffix('_seconds')} {v:.1f} s" for k, v in phases.items()))
     for name, roles in cpu.items():
         print(f"  CPU during {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in roles.items())
               + " (cores busy, average)")

@@ -273,6 +273,7 @@ async def serve(
     max_connection_age: float | None = None,
     max_connection_age_grace: float | None = None,
     sqs_listen: str | None = None,
+    azure_listen: str | None = None,
     console_listen: str | None = None,
     reuse_port: bool = False,
 ) -> None:
@@ -281,9 +282,10 @@ async def serve(
     ready(port) is called once the server accepts RPCs (the port matters with ":0").
     health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
     /metrics over HTTP; max_connection_age (+ _grace): `connection_options`; sqs_listen: the
-    SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core; console_listen:
-    the web console (frontends/console), likewise; reuse_port: one worker of `serve --workers N`,
-    whose parent checked and holds the shared ports (workers.py).
+    SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core; azure_listen:
+    the Azure Queue Storage-compatible one (frontends/azure), likewise; console_listen: the web
+    console (frontends/console), likewise; reuse_port: one worker of `serve --workers N`, whose
+    parent checked and holds the shared ports (workers.py).
 
     Start-up failures raise StartupError (an address that is malformed or in use: checked before
     the store is opened) or StoreOpenError, each with a one-line message."""
@@ -293,6 +295,7 @@ async def serve(
         ("health", health_listen),
         ("metrics", metrics_listen),
         ("SQS", sqs_listen),
+        ("Azure", azure_listen),
         ("console", console_listen),
     ):
         if text and not (reuse_port and name not in ("metrics", "console")):
@@ -332,6 +335,9 @@ async def serve(
             # Before gRPC starts: once health says SERVING, the SQS endpoint answers too.
             sqs = await _start_sqs(store, built, security, sqs_listen, reuse_port)
             cleanup.push_async_callback(sqs.stop)
+        if azure_listen:
+            azure = await _start_azure(store, built, security, azure_listen, reuse_port)
+            cleanup.push_async_callback(azure.stop)
         if console_listen:
             console = await _start_console(built, security, console_listen)
             cleanup.push_async_callback(console.stop)
@@ -389,6 +395,23 @@ async def _start_sqs(
     )
     await frontend.start(listen, reuse_port=reuse_port)
     log.info("SQS endpoint on port %d", frontend.port)
+    return frontend
+
+
+async def _start_azure(
+    store: Store, built: LeaseqServer, security: Security | None, listen: str, reuse_port: bool
+):
+    """The Azure endpoint, over the same long polls and wake-ups as gRPC and SQS."""
+    from .core import QueueCore
+    from .frontends.azure.app import AzureFrontend
+
+    frontend = AzureFrontend(
+        QueueCore(store, built.service.longpoll),
+        security.policy if security else None,
+        metrics=built.metrics,
+    )
+    await frontend.start(listen, reuse_port=reuse_port)
+    log.info("Azure endpoint on port %d", frontend.port)
     return frontend
 
 

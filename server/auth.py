@@ -13,6 +13,10 @@ The policy file (TOML; YAML or JSON when the name ends in .yaml/.yml/.json, YAML
     # The SQS endpoint (--sqs-listen): AWS access keys whose SigV4 signatures authenticate as this
     # principal. The secret itself is stored (HMAC needs it): keep the file private.
     access_keys = [{ id = "AKIAORDERSWORKER", secret = "..." }]
+    # The Azure endpoint (--azure-listen): storage account keys (base64, as Azure shows them) whose
+    # SharedKey signatures authenticate as this principal; several principals may share an
+    # account name with different keys. Stored as given: keep the file private.
+    azure_keys = [{ account = "orders", key = "..." }]
 
     [[principals.grants]]
     queues = ["orders-*", "orders"]      # fnmatch patterns (* ? [...]), case-sensitive
@@ -65,6 +69,8 @@ Health and reflection are not QueueService methods: they stay open.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import fnmatch
 import hashlib
 import hmac
@@ -166,6 +172,10 @@ class Policy:
     _certificates: Mapping[str, Principal] = field(default_factory=dict, repr=False)
     # access key id -> (secret, principal), for SigV4 (frontends/sqs/sigv4.py)
     access_keys: Mapping[str, tuple[str, Principal]] = field(default_factory=dict, repr=False)
+    # account name -> ((key, principal), ...), for SharedKey (frontends/azure/shared_key.py)
+    azure_keys: Mapping[str, tuple[tuple[bytes, Principal], ...]] = field(
+        default_factory=dict, repr=False
+    )
 
     def by_token(self, token: str) -> Principal | None:
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
@@ -212,10 +222,11 @@ def policy_from_data(data: object) -> Policy:
     tokens: list[tuple[bytes, Principal]] = []
     certificates: dict[str, Principal] = {}
     access_keys: dict[str, tuple[str, Principal]] = {}
+    azure_keys: dict[str, tuple[tuple[bytes, Principal], ...]] = {}
     seen_digests: set[bytes] = set()
     for index, entry in enumerate(entries):
         where = f"principals[{index}]"
-        entry = _keys(entry, {"name", "tokens", "certificates", "grants", "access_keys"}, where)
+        entry = _keys(entry, {"name", "tokens", "certificates", "grants", "access_keys", "azure_keys"}, where)
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             raise PolicyError(f"{where}.name: required, a non-empty string")
@@ -252,7 +263,8 @@ def policy_from_data(data: object) -> Policy:
                 raise PolicyError(f"{where}.certificates: {cert_name!r} is listed twice")
             certificates[cert_name] = principal
         _access_keys(entry.get("access_keys", []), where, principal, access_keys)
-    return Policy(tuple(principals), tuple(tokens), certificates, access_keys)
+        _azure_keys(entry.get("azure_keys", []), where, principal, azure_keys)
+    return Policy(tuple(principals), tuple(tokens), certificates, access_keys, azure_keys)
 
 
 def _access_keys(
@@ -272,6 +284,32 @@ def _access_keys(
         if key_id in into:
             raise PolicyError(f"{k_where}.id: {key_id!r} is listed twice")
         into[key_id] = (secret, principal)
+
+
+def _azure_keys(
+    raw: object,
+    where: str,
+    principal: Principal,
+    into: dict[str, tuple[tuple[bytes, Principal], ...]],
+) -> None:
+    """A principal's azure_keys: a list of {account, key} tables, key in base64."""
+    if not isinstance(raw, list):
+        raise PolicyError(f"{where}.azure_keys: a list of {{account = ..., key = ...}} tables")
+    for index, entry in enumerate(raw):
+        k_where = f"{where}.azure_keys[{index}]"
+        entry = _keys(entry, {"account", "key"}, k_where)
+        account, text = entry.get("account"), entry.get("key")
+        if not isinstance(account, str) or not account:
+            raise PolicyError(f"{k_where}.account: required, a non-empty string")
+        try:
+            key = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+        except binascii.Error:
+            key = b""
+        if not key:
+            raise PolicyError(f"{k_where}.key: required, a non-empty base64 string")
+        if any(known == key for known, _ in into.get(account, ())):
+            raise PolicyError(f"{k_where}: this key of account {account!r} is listed twice")
+        into[account] = into.get(account, ()) + ((key, principal),)
 
 
 def parse_policy(text: str, suffix: str = ".toml") -> Policy:

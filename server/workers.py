@@ -29,6 +29,8 @@ The listeners:
     --health-listen    every worker, SO_REUSEPORT: a probe asks whichever worker it reaches; all
                        drain together, so readiness is the server's
     --sqs-listen       every worker, SO_REUSEPORT (aiohttp's reuse_port), like --listen
+    --azure-listen     every worker, SO_REUSEPORT, like --sqs-listen (queue metadata, which the
+                       Azure front end keeps in memory, is then each worker's own)
     --metrics-listen   worker 0 only: the queue figures (read from the store) are the whole
                        server's, the RPC counters and process figures are worker 0's own share
                        (one process per scrape target; counters that jumped between workers
@@ -63,7 +65,7 @@ RESTARTS_PER_MINUTE = 5
 # After the grace, what a worker may still need: settling leases, closing the store.
 DRAIN_MARGIN = 30.0
 
-_SHARED = ("listen", "health_listen", "sqs_listen")  # served by every worker (SO_REUSEPORT)
+_SHARED = ("listen", "health_listen", "sqs_listen", "azure_listen")  # served by every worker (SO_REUSEPORT)
 
 
 @dataclass

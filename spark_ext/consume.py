@@ -48,14 +48,19 @@ _log = logging.getLogger("leaseq.spark_ext")
 FAILURE_SAMPLES = 5  # failure reasons kept per partition, and shown in the warning
 _COUNTS = ("batches", "received", "acked", "failed", "lost")
 _DONE_STATUSES = pa.array(sorted(_DONE), pa.string())
+# Where a task's time went: receiving (the server's receive and the conversion to Arrow),
+# fn, and settling (acks and releases).
+_PHASES = ("receive_seconds", "fn_seconds", "settle_seconds")
 _CONSUME_DDL = (
     "partition int, batches long, received long, acked long, failed long, lost long, "
-    "seconds double, failures array<string>, misuse string, held array<string>"
+    "seconds double, receive_seconds double, fn_seconds double, settle_seconds double, "
+    "failures array<string>, misuse string, held array<string>"
 )
 _CONSUME_SCHEMA = pa.schema(
     [("partition", pa.int32())]
     + [(name, pa.int64()) for name in _COUNTS]
-    + [("seconds", pa.float64()), ("failures", pa.list_(pa.string())), ("misuse", pa.string()),
+    + [(name, pa.float64()) for name in ("seconds", *_PHASES)]
+    + [("failures", pa.list_(pa.string())), ("misuse", pa.string()),
        ("held", pa.list_(pa.string()))]
 )
 
@@ -67,7 +72,9 @@ class ConsumeResult:
     succeeded but the lease was gone before the ack: the message will be delivered again,
     at-least-once). ``seconds`` is the Spark job's wall time; ``failures`` the first few
     reasons, as ``"<message id>: <reason>"``; ``per_partition`` one dict per task with the same
-    counts, its own ``seconds``, ``rows_per_second`` and ``failures``."""
+    counts, its own ``seconds``, ``rows_per_second`` and ``failures``, and where its time went:
+    ``receive_seconds`` (leasing batches), ``fn_seconds``, ``settle_seconds`` (acks and
+    releases)."""
 
     batches: int
     received: int
@@ -155,6 +162,14 @@ def consume_partition(
     client = client_for(settings)
     started = time.monotonic()
     stats: dict[str, Any] = dict.fromkeys(_COUNTS, 0)
+    phases = dict.fromkeys(_PHASES, 0.0)
+    clock = time.monotonic()
+
+    def lap(phase: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        phases[phase] += now - clock
+        clock = now
     failures: list[str] = []
     misuse: str | None = None
     held: list[str] = []
@@ -168,6 +183,7 @@ def consume_partition(
         table = client.receive_arrow(
             queue, asked, visibility_timeout=visibility_timeout, wait_time=wait_time
         )
+        lap("receive_seconds")
         if table.num_rows == 0:
             break  # nothing visible within wait_time: the queue is drained (for now)
         if failed_here:
@@ -182,6 +198,7 @@ def consume_partition(
                     release_delay,
                 )
                 table = table.filter(pc.invert(again))
+                lap("settle_seconds")
                 if table.num_rows == 0:
                     break  # only messages this task already failed with: done
         n = table.num_rows
@@ -198,6 +215,7 @@ def consume_partition(
                 except FnResultError as error:
                     misuse, held, settled = str(error), receipts.to_pylist(), True
                     break
+            lap("fn_seconds")
             bad: list[tuple[str, str]] = []
             ok: pa.ChunkedArray | list[str] = receipts
             if errors is not None or keeper.lost:
@@ -222,6 +240,7 @@ def consume_partition(
             _release(client, queue, bad, release_delay)
             stats["failed"] += len(bad)
             settled = True
+            lap("settle_seconds")
         finally:
             if not settled:
                 # The task is failing (e.g. the process is being torn down, an ack call failed
@@ -232,7 +251,7 @@ def consume_partition(
                 except Exception:  # noqa: BLE001 - the leases end by themselves
                     pass
     seconds = time.monotonic() - started
-    return dict(stats, seconds=seconds, failures=failures, misuse=misuse, held=held)
+    return dict(stats, seconds=seconds, **phases, failures=failures, misuse=misuse, held=held)
 
 
 # --- on the driver ---------------------------------------------------------------------------
@@ -243,7 +262,9 @@ def _progress_line(row: dict[str, Any]) -> str:
     return (
         f"consume_process_ack partition {row['partition']}: {row['received']:,} messages in "
         f"{row['seconds']:.1f} s ({rate:,.0f}/s), {row['batches']:,} batches, "
-        f"{row['acked']:,} acked, {row['failed']:,} failed, {row['lost']:,} lost"
+        f"{row['acked']:,} acked, {row['failed']:,} failed, {row['lost']:,} lost; "
+        f"receive {row['receive_seconds']:.1f} s, fn {row['fn_seconds']:.1f} s, "
+        f"settle {row['settle_seconds']:.1f} s"
     )
 
 
@@ -384,7 +405,7 @@ def consume_process_ack(
     per_partition = []
     for row in rows:
         _log.info("%s", _progress_line(row))
-        entry = {k: row[k] for k in ("partition", *_COUNTS, "seconds")}
+        entry = {k: row[k] for k in ("partition", *_COUNTS, "seconds", *_PHASES)}
         entry["rows_per_second"] = row["received"] / row["seconds"] if row["seconds"] > 0 else 0.0
         entry["failures"] = list(row["failures"] or [])
         per_partition.append(entry)

@@ -18,8 +18,14 @@ from leaseq.client import _wire_arrow
 from leaseq.v1 import queue_service_pb2 as pb
 from tests.support.process import server_process
 
-# Built by `pip install -e .` (gcc and the Python headers are on every machine of the project).
-assert _wire_arrow.NATIVE, "leaseq.client._wire_arrow_c is not built: pip install -e . builds it"
+
+
+
+def test_the_compiled_module_is_built() -> None:
+    # `pip install -e .` builds it (gcc and the Python headers are on every machine of the
+    # project); the tests below compare it with the pure-Python twins.
+    assert _wire_arrow.NATIVE, "leaseq.client._wire_arrow_c is not built: pip install -e ."
+
 
 text = st.text(max_size=12)
 int32 = st.integers(-(2**31), 2**31 - 1)

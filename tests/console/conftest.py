@@ -18,7 +18,7 @@ import pytest
 
 from leaseq.client import QueueClient
 from leaseq.server.auth import hash_token
-from tests.sqs.conftest import wait_listening
+from tests.support.http_frontend import wait_listening
 from tests.support.process import ServerProcess, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")

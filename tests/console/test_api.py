@@ -257,5 +257,5 @@ async def test_no_token_or_body_in_the_log(console_server, admin, client: QueueC
     assert status == 201
     await admin.call("GET", f"/api/queues/{name}/messages")
     log = console_server.log()
-    assert "Console POST /api/queues/{name}/messages 201" in log  # the access log is on (debug)
+    assert "Console.POST /api/queues/{name}/messages 201" in log  # the access log is on (debug)
     assert marker not in log and ADMIN_TOKEN not in log and admin.csrf not in log

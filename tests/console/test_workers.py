@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from leaseq.client import QueueClient
-from tests.sqs.conftest import wait_listening
+from tests.support.http_frontend import wait_listening
 from tests.support.postgres import fresh_schema, store_url
 from tests.support.process import ServerProcess, free_port
 

@@ -88,15 +88,27 @@ def spark_missing() -> str | None:
 
 # The README's SQS endpoint address (`leaseq serve --sqs-listen 127.0.0.1:9324`).
 README_SQS = "127.0.0.1:9324"
+# The README's Azure connection string, and what it means on another address (the SDK's).
+README_AZURE = "UseDevelopmentStorage=true"
+AZURE_AT = (
+    "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlm"
+    "EtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"
+    "QueueEndpoint=http://{address}/devstoreaccount1;"
+)
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     sqs = f"127.0.0.1:{free_port()}"
+    azure = f"127.0.0.1:{free_port()}"
     process = ServerProcess(
-        "memory://", free_port(), tmp_path / "server.log", extra_args=("--sqs-listen", sqs)
+        "memory://",
+        free_port(),
+        tmp_path / "server.log",
+        extra_args=("--sqs-listen", sqs, "--azure-listen", azure),
     )
     process.sqs_address = sqs  # type: ignore[attr-defined]
+    process.azure_address = azure  # type: ignore[attr-defined]
     process.start()
     yield process
     if process.process is not None and process.process.poll() is None:
@@ -116,8 +128,9 @@ def child_env(server: ServerProcess, **extra: str) -> dict[str, str]:
     return env
 
 
-def as_written(code: str, target: str, sqs: str, demo: Path) -> str:
+def as_written(code: str, target: str, sqs: str, demo: Path, azure: str = "") -> str:
     code = code.replace("127.0.0.1:50051", target).replace(README_SQS, sqs)
+    code = code.replace(README_AZURE, AZURE_AT.format(address=azure))
     code = code.replace("QueueClient()", f'QueueClient("{target}")')
     return code.replace("/tmp/leaseq-demo", str(demo))
 
@@ -141,8 +154,11 @@ def run_python(code: str, server: ServerProcess, tmp_path: Path) -> subprocess.C
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     write_tls_files(work)
+    written = as_written(
+        code, server.target, server.sqs_address, tmp_path / "leaseq-demo", server.azure_address
+    )
     return subprocess.run(
-        [sys.executable, "-c", as_written(code, server.target, server.sqs_address, tmp_path / "leaseq-demo")],
+        [sys.executable, "-c", written],
         cwd=work,
         env=child_env(
             server,

@@ -65,12 +65,16 @@ def test_write_then_consume_200k_exactly_once(spark, server, client, queue, tmp_
     for part in result.per_partition:
         assert part["seconds"] > 0 and part["failures"] == []
         assert part["rows_per_second"] == pytest.approx(part["received"] / part["seconds"])
+        # Where the time went: the phases of the task's loop, within its wall time.
+        phases = [part["receive_seconds"], part["fn_seconds"], part["settle_seconds"]]
+        assert all(p > 0 for p in phases) and sum(phases) <= part["seconds"], part
     assert result.seconds > 0 and result.rows_per_second == pytest.approx(n / result.seconds)
     lines = [r.getMessage() for r in caplog.records if r.name == "leaseq.spark_ext"]
     for part in result.per_partition:
         assert any(
             line.startswith(f"consume_process_ack partition {part['partition']}: "
                             f"{part['received']:,} messages in ") and "/s)" in line
+            and "; receive " in line and " s, fn " in line and " s, settle " in line
             for line in lines
         ), lines
 

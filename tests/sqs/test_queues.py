@@ -48,10 +48,10 @@ def test_sqs_defaults_for_attributes_left_out(sqs):
 
 
 def test_queue_url_uses_the_host_the_client_used(sqs_server):
-    client = boto3_client(f"http://localhost:{sqs_server.sqs_port}")
+    client = boto3_client(f"http://localhost:{sqs_server.port}")
     name = unique()
     url = client.create_queue(QueueName=name)["QueueUrl"]
-    assert url == f"http://localhost:{sqs_server.sqs_port}/000000000000/{name}"
+    assert url == f"http://localhost:{sqs_server.port}/000000000000/{name}"
     assert client.get_queue_url(QueueName=name)["QueueUrl"] == url
 
 

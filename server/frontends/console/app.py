@@ -41,11 +41,11 @@ from ...errors import (
 )
 from ...logs import request_id_var
 from ..http_site import HttpSite
+from ..observe import log_request
 from .api import Api, ApiError, json_body
 from .sessions import COOKIE, CSRF_HEADER, Session, Sessions
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("leaseq.access")
 
 DEFAULT_PORT = 8080
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
@@ -249,23 +249,10 @@ class ConsoleFrontend:
 
     @staticmethod
     def _log(request: web.Request, status: int, started: float) -> None:
-        level = logging.WARNING if status >= 500 else logging.DEBUG if status < 400 else logging.INFO
-        if not access_log.isEnabledFor(level):
-            return
-        route = _route(request)
-        fields: dict[str, Any] = {
-            "rpc_service": SERVICE,
-            "rpc_method": f"{request.method} {route}",
-            "http_status": status,
-            "duration_ms": round((time.monotonic() - started) * 1000, 3),
-            "peer": request.remote or "",
-        }
-        queue = request.match_info.get("name")
-        if queue:
-            fields["queue"] = queue[:80]
-        access_log.log(
-            level, "Console %s %s %d %.1fms", request.method, route, status, fields["duration_ms"],
-            extra=fields,
+        queue = request.match_info.get("name") or ""
+        log_request(
+            SERVICE, f"{request.method} {_route(request)}", queue[:80], status, started,
+            request.remote or "",
         )
 
 

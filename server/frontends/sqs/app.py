@@ -32,6 +32,7 @@ from ...errors import LeaseqError
 from ...logs import request_id_var
 from ...metrics import Metrics
 from ..http_site import HttpSite
+from ..observe import count_request, log_request
 from . import protocol_json, protocol_query, sigv4
 from .actions import ACTIONS, Context
 from .errors import (
@@ -45,7 +46,6 @@ from .errors import (
 from .queue_attributes import DEFAULT_REGION, name_from_url
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("leaseq.access")
 
 MAX_REQUEST_BYTES = 10 * 1024 * 1024
 """Largest request body read: a batch of 10 messages may hold 1 MiB of bodies, which JSON
@@ -223,35 +223,15 @@ class SqsFrontend:
         """The RPC metrics of metrics.py, service "AmazonSQS", code "OK" or the SQS error's name;
         messages sent, received and deleted count in the same per-queue counters as gRPC's."""
         assert self.metrics is not None
-        m = self.metrics
         method = action if action in ACTIONS else "-"  # client text never becomes a label
-        m.handled.labels(SERVICE, method, outcome).inc()
-        m.duration.labels(SERVICE, method, outcome).observe(time.monotonic() - started)
-        if result is None or not queue:
-            return
-        counted = _MESSAGE_COUNTS.get(action)
-        if counted is not None:
-            counter, count = counted
-            n = count(result)
-            if n:
-                getattr(m, counter).labels(queue).inc(n)
-        elif action == "DeleteQueue":
-            m.forget_queue(queue)
+        counted = _MESSAGE_COUNTS.get(action) if result is not None else None
+        messages = (counted[0], counted[1](result)) if counted is not None else None
+        count_request(self.metrics, SERVICE, method, outcome, started, queue, messages)
+        if result is not None and queue and action == "DeleteQueue":
+            self.metrics.forget_queue(queue)
 
     @staticmethod
     def _log(
         request: web.Request, action: str, queue: str, status: int, started: float
     ) -> None:
-        level = logging.WARNING if status >= 500 else logging.DEBUG if status < 400 else logging.INFO
-        if not access_log.isEnabledFor(level):
-            return
-        fields: dict[str, Any] = {
-            "rpc_service": SERVICE,
-            "rpc_method": action or "-",
-            "http_status": status,
-            "duration_ms": round((time.monotonic() - started) * 1000, 3),
-            "peer": request.remote or "",
-        }
-        if queue:
-            fields["queue"] = queue
-        access_log.log(level, "AmazonSQS.%s %d %.1fms", action or "-", status, fields["duration_ms"], extra=fields)
+        log_request(SERVICE, action, queue, status, started, request.remote or "")

@@ -1,0 +1,153 @@
+"""The XML bodies of Azure's Queue REST reference: what Put Message and Update Message send, and
+what List Queues, Put/Get/Peek Messages and errors answer.
+
+Answers are written with `saxutils.escape` (element order and names exactly as the reference
+gives them; ElementTree's writer would not escape a carriage return, which an XML parser then
+reads back as a line feed). Requests are read with ElementTree (expat) after refusing any
+document type declaration: Azure's bodies have none, and refusing DTDs rules out entity
+expansion attacks before the parser runs."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
+from xml.sax.saxutils import escape, quoteattr
+
+from ...store.base import DeliveredMessage, PeekedMessage
+from .errors import INVALID_XML, AzureError
+from .times import rfc1123
+
+DECLARATION = '<?xml version="1.0" encoding="utf-8"?>'
+_ENTITIES = {"\r": "&#13;", '"': "&quot;", "'": "&apos;"}
+# Characters XML 1.0 cannot carry at all (not even as references): a body sent through another
+# dialect may hold them; Azure clients see U+FFFD in their place.
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def text(value: str) -> str:
+    return escape(_NOT_XML.sub("\ufffd", value), _ENTITIES)
+
+
+def element(name: str, value: object) -> str:
+    return f"<{name}>{text(str(value))}</{name}>"
+
+
+def document(body: str) -> bytes:
+    return (DECLARATION + body).encode("utf-8")
+
+
+# --- requests -----------------------------------------------------------------------------------
+
+
+def parse_message_text(body: bytes) -> str:
+    """MessageText of `<QueueMessage><MessageText>...</MessageText></QueueMessage>`."""
+    if b"<!DOCTYPE" in body.upper() or b"<!ENTITY" in body.upper():
+        raise AzureError(INVALID_XML, "XML document type declarations are not accepted.")
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as error:
+        raise AzureError(
+            INVALID_XML,
+            f"XML specified is not syntactically valid ({error}).",
+        ) from None
+    children = list(root)
+    if root.tag != "QueueMessage" or [c.tag for c in children] != ["MessageText"]:
+        raise AzureError(
+            INVALID_XML,
+            "The XML must be <QueueMessage><MessageText>...</MessageText></QueueMessage>.",
+        )
+    if len(children[0]):
+        raise AzureError(INVALID_XML, "MessageText holds text, not elements.")
+    return children[0].text or ""
+
+
+# --- answers ------------------------------------------------------------------------------------
+
+
+def sent_message(message_id: str, inserted: float, expires: float, pop_receipt: str, visible: float) -> bytes:
+    return document(
+        "<QueueMessagesList><QueueMessage>"
+        + element("MessageId", message_id)
+        + element("InsertionTime", rfc1123(inserted))
+        + element("ExpirationTime", rfc1123(expires))
+        + element("PopReceipt", pop_receipt)
+        + element("TimeNextVisible", rfc1123(visible))
+        + "</QueueMessage></QueueMessagesList>"
+    )
+
+
+def received_messages(messages: Iterable[tuple[DeliveredMessage, str]]) -> bytes:
+    """Get Messages: each delivered message with its Azure pop receipt."""
+    parts = ["<QueueMessagesList>"]
+    for message, pop_receipt in messages:
+        parts += [
+            "<QueueMessage>",
+            element("MessageId", message.message_id),
+            element("InsertionTime", rfc1123(message.enqueued_at)),
+            element("ExpirationTime", rfc1123(message.expires_at)),
+            element("PopReceipt", pop_receipt),
+            element("TimeNextVisible", rfc1123(message.visible_at)),
+            element("DequeueCount", message.delivery_count),
+            element("MessageText", message.body.decode("utf-8", "replace")),
+            "</QueueMessage>",
+        ]
+    parts.append("</QueueMessagesList>")
+    return document("".join(parts))
+
+
+def peeked_messages(messages: Iterable[PeekedMessage]) -> bytes:
+    parts = ["<QueueMessagesList>"]
+    for message in messages:
+        parts += [
+            "<QueueMessage>",
+            element("MessageId", message.message_id),
+            element("InsertionTime", rfc1123(message.enqueued_at)),
+            element("ExpirationTime", rfc1123(message.expires_at)),
+            element("DequeueCount", message.delivery_count),
+            element("MessageText", message.body.decode("utf-8", "replace")),
+            "</QueueMessage>",
+        ]
+    parts.append("</QueueMessagesList>")
+    return document("".join(parts))
+
+
+def queue_list(
+    service_endpoint: str,
+    queues: Iterable[tuple[str, Mapping[str, str] | None]],
+    *,
+    prefix: str | None,
+    marker: str | None,
+    max_results: int | None,
+    next_marker: str,
+) -> bytes:
+    """List Queues; a queue's metadata is None unless include=metadata."""
+    parts = [f"<EnumerationResults ServiceEndpoint={quoteattr(service_endpoint)}>"]
+    if prefix is not None:
+        parts.append(element("Prefix", prefix))
+    if marker is not None:
+        parts.append(element("Marker", marker))
+    if max_results is not None:
+        parts.append(element("MaxResults", max_results))
+    parts.append("<Queues>")
+    for name, metadata in queues:
+        parts += ["<Queue>", element("Name", name)]
+        if metadata is not None:
+            parts.append("<Metadata>")
+            parts += [element(key, value) for key, value in metadata.items()]
+            parts.append("</Metadata>")
+        parts.append("</Queue>")
+    parts.append("</Queues>")
+    parts.append(element("NextMarker", next_marker) if next_marker else "<NextMarker />")
+    parts.append("</EnumerationResults>")
+    return document("".join(parts))
+
+
+def error(code: str, message: str, details: Mapping[str, str]) -> bytes:
+    return document(
+        "<Error>"
+        + element("Code", code)
+        + element("Message", message)
+        + "".join(element(name, value) for name, value in details.items())
+        + "</Error>"
+    )
