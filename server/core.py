@@ -12,7 +12,14 @@ receipts) and the caller's `Principal`, and translates the results and the domai
   configured, or the gRPC interceptor has already checked the call;
 - long-poll waits and the wake-up notifications (the one `LongPoll` the gRPC service owns, so a
   message sent through one front end wakes a waiting receive of another);
-- refusing new work while the server drains.
+- refusing new work while the server drains;
+- counting the messages sent and acknowledged per queue and second (`traffic.py`, the console's
+  rates), in send_checked and delete, which every front end calls.
+
+For the web console: `find_message` reads one peeked message again by its position, and
+`admin_release` / `admin_delete` act on a leased message someone else holds (admin only) with the
+receipt of the delivery the console showed (`Store.receipt_of`), through the ordinary lease
+operations, so API.md's fencing rules hold for them as for any consumer.
 
 A dialect's own ranges (SQS's WaitTimeSeconds up to 20 s, its 10-entry batches) stay in that
 dialect's module: this core only enforces leaseq's.

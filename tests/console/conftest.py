@@ -100,8 +100,10 @@ def unique(prefix: str = "q") -> str:
 # --- the browser --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    # Module scope, not session: Playwright's sync API keeps an event loop running in this
+    # thread while it is open, and pytest-asyncio's tests of later modules need the thread free.
     if not CHROMIUM.exists():
         reason = f"{CHROMIUM} is missing (apt-get install chromium)"
         if os.environ.get("LEASEQ_REQUIRE_CHROMIUM") == "1":
