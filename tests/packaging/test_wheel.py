@@ -60,6 +60,10 @@ def test_wheel_holds_only_the_leaseq_package(tmp_path: Path) -> None:
         "leaseq/cli/main.py",
         "leaseq/spark_ext/__init__.py",
         "leaseq/_native/__init__.py",
+        # The web console's assets are package data: `pip install .` must ship them.
+        "leaseq/server/frontends/console/static/index.html",
+        "leaseq/server/frontends/console/static/console.js",
+        "leaseq/server/frontends/console/static/console.css",
     ):
         assert expected in names
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
