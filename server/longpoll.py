@@ -114,6 +114,7 @@ from .store.base import (
     message_size,
 )
 from .stream_checks import check_still_allowed
+from .traffic import Traffic
 from .validation import ReceiveParams
 
 log = logging.getLogger(__name__)
@@ -539,6 +540,7 @@ class LongPoll:
         self._draining = False
         self.budget = budget if budget is not None else ByteBudget(SERVER_BYTES)
         self.call_bytes = call_bytes  # max_bytes of every store read (budget.py)
+        self.traffic = Traffic()  # sent/acked per queue and second, every front end (traffic.py)
         self._releases: set[asyncio.Task[None]] = set()
         self.released = 0  # leases released because their stream ended before sending them
 

@@ -41,6 +41,10 @@ def test_wheel_holds_only_the_leaseq_package(tmp_path: Path) -> None:
         "leaseq/client/py.typed",
         "leaseq/cli/main.py",
         "leaseq/spark_ext/__init__.py",
+        # The web console's assets are package data: `pip install .` must ship them.
+        "leaseq/server/frontends/console/static/index.html",
+        "leaseq/server/frontends/console/static/console.js",
+        "leaseq/server/frontends/console/static/console.css",
     ):
         assert expected in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

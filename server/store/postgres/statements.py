@@ -42,11 +42,13 @@ def open_queue_sql(lock: str = "", ceiling: bool = False) -> str:
 
 # The expiry sweep, when the first statement saw expired messages: at most SWEEP_LIMIT of them
 # (the others wait for the next operation; reads filter expired messages anyway), those another
-# transaction holds skipped, counted in the queue's expired total.
+# transaction holds skipped, counted in the queue's expired total. The rows are named by ctid
+# (locked by the pick, so it holds), as in deliver_sql: by key, statistics of a nearly empty
+# table let the planner read all of messages_visible (which holds key) for the DELETE.
 SWEEP_SQL = f"""
     WITH expired AS (
-        DELETE FROM messages WHERE key = ANY(ARRAY(
-            SELECT key FROM messages WHERE queue = %(queue)b AND expires_at <= %(now)b
+        DELETE FROM messages WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM messages WHERE queue = %(queue)b AND expires_at <= %(now)b
             ORDER BY expires_at LIMIT {SWEEP_LIMIT} FOR UPDATE SKIP LOCKED))
         RETURNING 1)
     INSERT INTO queue_counters AS c (queue, slot, expired)
@@ -274,6 +276,9 @@ INSERT_MESSAGES_SQL = """
          AS m(message_id, body, attributes, channel, expires_at, visible_at)
 """
 
+# Change visibility, release, nack: the new lease state of each key. `m.key = ANY(keys)` besides
+# the join: a join order is the planner's choice, and with statistics of a nearly empty table it
+# hashed the keys and read the whole primary key index for them; the ANY bounds that scan.
 WRITE_LEASES_SQL = """
     UPDATE messages m SET visible_at = v.visible_at, leased = v.leased,
         last_error = v.last_error,
@@ -281,5 +286,5 @@ WRITE_LEASES_SQL = """
     FROM unnest(%(keys)b::bigint[], %(visibles)b::float8[], %(leased)b::bool[],
                 %(errors)b::text[], %(clear)b::bool[])
          AS v(key, visible_at, leased, last_error, clear_attempt)
-    WHERE m.key = v.key
+    WHERE m.key = v.key AND m.key = ANY(%(keys)b::bigint[])
 """

@@ -886,6 +886,15 @@ class PostgresStore(ChangeFeed):
 
     # -- change visibility ---------------------------------------------------------------------
 
+    async def receipt_of(self, name: str, key: int, receipt_seq: int) -> str:
+        async def op(tx: _Tx) -> str:
+            found = await tx.find_queue(name)
+            if found is None:
+                raise QueueNotFound(name)
+            return tx.codec.encode(found.uid, key, receipt_seq)
+
+        return await self._run(op)
+
     async def change_visibility(
         self, name: str, changes: list[VisibilityChange]
     ) -> list[LeaseResult]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...clock import Clock, SystemClock
-from ...errors import Unavailable
+from ...errors import QueueNotFound, Unavailable
 from ...receipts import ReceiptCodec
 from ..base import (
     DeleteOutcome,
@@ -248,6 +248,12 @@ class SqliteStore:
                 include_delayed, after, max_bytes,
             )
         )
+
+    async def receipt_of(self, name: str, key: int, receipt_seq: int) -> str:
+        found = await self._call(lambda tx: tx.find_queue(name))
+        if found is None or self._codec is None:
+            raise QueueNotFound(name)
+        return self._codec.encode(found.uid, key, receipt_seq)
 
     async def change_visibility(
         self, name: str, changes: list[VisibilityChange]

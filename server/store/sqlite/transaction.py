@@ -262,6 +262,8 @@ def _peeked(row: _Row, now: float) -> PeekedMessage:
         delivery_count=row.delivery_count,
         last_error=row.last_error,
         state=_state(row, now),
+        receipt_seq=row.receipt_seq,
+        source_queue=row.source_queue,
     )
 
 
