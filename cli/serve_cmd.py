@@ -107,6 +107,13 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     "same store: azure-storage-queue with QueueEndpoint=http://HOST:PORT/<account>. Off by default.",
 )
 @_option(
+    "--console-listen",
+    metavar="HOST:PORT",
+    type=ListenType(8080),
+    help="Also serve the web console (queues, messages, dead letters) over HTTP here, on the "
+    "same store; with --auth-policy, sign in with a token. Off by default.",
+)
+@_option(
     "--health-listen",
     metavar="HOST:PORT",
     type=ListenType(8081),
@@ -218,6 +225,7 @@ def serve(
     log_format: str,
     sqs_listen: str | None,
     azure_listen: str | None,
+    console_listen: str | None,
     workers: int,
 ) -> None:
     """Serve the queue service (gRPC, health, reflection) until SIGTERM or Ctrl-C."""
@@ -241,6 +249,11 @@ def serve(
         raise click.UsageError(
             f"--azure-listen {azure_listen} is not a loopback address and there is no --auth-policy "
             "(azure_keys): pass --allow-unauthenticated to serve it anyway"
+        )
+    if console_listen and security.policy is None and not allow_unauthenticated and not is_loopback(console_listen):
+        raise click.UsageError(
+            f"--console-listen {console_listen} is not a loopback address and there is no "
+            "--auth-policy (tokens to sign in with): pass --allow-unauthenticated to serve it anyway"
         )
     if metrics_listen and not allow_unauthenticated and not is_loopback(metrics_listen):
         # /metrics has no authentication and names every queue (with its counts), whatever
@@ -278,6 +291,7 @@ def serve(
         max_connection_age_grace=max_connection_age_grace,
         sqs_listen=sqs_listen,
         azure_listen=azure_listen,
+        console_listen=console_listen,
     )
     try:
         if workers > 1:

@@ -274,6 +274,7 @@ async def serve(
     max_connection_age_grace: float | None = None,
     sqs_listen: str | None = None,
     azure_listen: str | None = None,
+    console_listen: str | None = None,
     reuse_port: bool = False,
 ) -> None:
     """Open the store, serve until SIGTERM/SIGINT (or `stop` is set), then drain and close.
@@ -282,8 +283,9 @@ async def serve(
     health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
     /metrics over HTTP; max_connection_age (+ _grace): `connection_options`; sqs_listen: the
     SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core; azure_listen:
-    the Azure Queue Storage-compatible one (frontends/azure), likewise; reuse_port:
-    one worker of `serve --workers N`, whose parent checked and holds the shared ports (workers.py).
+    the Azure Queue Storage-compatible one (frontends/azure), likewise; console_listen: the web
+    console (frontends/console), likewise; reuse_port: one worker of `serve --workers N`, whose
+    parent checked and holds the shared ports (workers.py).
 
     Start-up failures raise StartupError (an address that is malformed or in use: checked before
     the store is opened) or StoreOpenError, each with a one-line message."""
@@ -294,8 +296,9 @@ async def serve(
         ("metrics", metrics_listen),
         ("SQS", sqs_listen),
         ("Azure", azure_listen),
+        ("console", console_listen),
     ):
-        if text and not (reuse_port and name != "metrics"):
+        if text and not (reuse_port and name not in ("metrics", "console")):
             try:
                 addresses.append(parse_listen(text))
             except ValueError as error:
@@ -335,6 +338,9 @@ async def serve(
         if azure_listen:
             azure = await _start_azure(store, built, security, azure_listen, reuse_port)
             cleanup.push_async_callback(azure.stop)
+        if console_listen:
+            console = await _start_console(built, security, console_listen)
+            cleanup.push_async_callback(console.stop)
         await built.start()
         if built.health_port is not None:
             log.info("health on port %d", built.health_port)
@@ -406,4 +412,14 @@ async def _start_azure(
     )
     await frontend.start(listen, reuse_port=reuse_port)
     log.info("Azure endpoint on port %d", frontend.port)
+    return frontend
+
+
+async def _start_console(built: LeaseqServer, security: Security | None, listen: str):
+    """The web console over the gRPC service's core (its long polls and traffic counts)."""
+    from .frontends.console.app import ConsoleFrontend
+
+    frontend = ConsoleFrontend(built.service.core, security.policy if security else None)
+    await frontend.start(listen)
+    log.info("web console on http://%s:%d/", listen.rpartition(":")[0] or "127.0.0.1", frontend.port)
     return frontend

@@ -12,7 +12,14 @@ receipts) and the caller's `Principal`, and translates the results and the domai
   configured, or the gRPC interceptor has already checked the call;
 - long-poll waits and the wake-up notifications (the one `LongPoll` the gRPC service owns, so a
   message sent through one front end wakes a waiting receive of another);
-- refusing new work while the server drains.
+- refusing new work while the server drains;
+- counting the messages sent and acknowledged per queue and second (`traffic.py`, the console's
+  rates), in send_checked and delete, which every front end calls.
+
+For the web console: `find_message` reads one peeked message again by its position, and
+`admin_release` / `admin_delete` act on a leased message someone else holds (admin only) with the
+receipt of the delivery the console showed (`Store.receipt_of`), through the ordinary lease
+operations, so API.md's fencing rules hold for them as for any consumer.
 
 A dialect's own ranges (SQS's WaitTimeSeconds up to 20 s, its 10-entry batches) stay in that
 dialect's module: this core only enforces leaseq's.
@@ -31,6 +38,7 @@ from typing import Any
 
 from . import validation
 from .auth import ANY, Principal
+from .budget import CALL_BYTES
 from .errors import InvalidArgument, LeaseqError, OutOfRange, Unavailable, clip
 from .longpoll import LongPoll
 from .page_tokens import PageTokens
@@ -197,6 +205,7 @@ class QueueCore:
         self._grant(principal, _ADMIN, name)
         await self.store.delete_queue(name)
         self.longpoll.queue_emptied(name)  # its waiters look again and get QueueNotFound
+        self.longpoll.traffic.forget(name)
 
     async def purge_queue(self, principal: Principal | None, name: str) -> int:
         self._ready()
@@ -279,7 +288,25 @@ class QueueCore:
         woken, about as many as the messages visible now (longpoll.py)."""
         outcomes = await self.store.send(name, messages)
         self.longpoll.sent(name, messages, outcomes, default_delay)
+        self.longpoll.traffic.sent(name, len(outcomes))
         return outcomes
+
+    async def send_bodies(
+        self, name: str, bodies: list[bytes], default_delay: float
+    ) -> list[str]:
+        """send_checked of messages that are only a body (no attributes, channel, delay, ttl or
+        dedup id), checked by the caller: their message ids, in order. Through the store's
+        optional `send_bodies` when it has one (no Python object per message; SqliteStore),
+        else through `send`."""
+        fast = getattr(self.store, "send_bodies", None)
+        if fast is None:
+            outcomes = await self.send_checked(
+                name, [NewMessage(body) for body in bodies], default_delay
+            )
+            return [outcome.message_id for outcome in outcomes]
+        message_ids: list[str] = await fast(name, bodies)
+        self.longpoll.sent_bodies(name, len(message_ids), default_delay)
+        return message_ids
 
     async def receive(
         self,
@@ -337,14 +364,69 @@ class QueueCore:
         include_leased: bool = False,
         include_delayed: bool = False,
         after: base.PeekCursor | None = None,
+        max_bytes: int = CALL_BYTES,
     ) -> base.PeekPage:
+        """One page of at most max_messages messages, cut after the message that reaches
+        max_bytes (base.py's byte limit: a page holds at most max_bytes plus one message)."""
         self._ready()
         validation.queue_name(name, "queue")
         validation.batch_size(max_messages, "max_messages")
         self._grant(principal, _PEEK, name)
         return await self.store.peek(
-            name, max_messages, channel_filter, include_leased, include_delayed, after
+            name, max_messages, channel_filter, include_leased, include_delayed, after, max_bytes
         )
+
+    async def find_message(
+        self, principal: Principal | None, name: str, visible_at: float, key: int
+    ) -> base.PeekedMessage | None:
+        """The message `key` of the queue if its visible_at is still `visible_at` (a peeked
+        message's position: one indexed read, no scan); None when it moved on since (delivered
+        again, released, deleted, expired). Needs peek."""
+        # The peek order is (visible_at, key): the page after (visible_at, key - 1) starts at
+        # the message itself when it is still there.
+        page = await self.peek(
+            principal, name, 1, "", True, True, (visible_at, key - 1), max_bytes=1
+        )
+        found = page.messages[0] if page.messages else None
+        if found is None or found.key != key or found.visible_at != visible_at:
+            return None  # (a later position of the same message is another delivery or state)
+        return found
+
+    async def admin_release(
+        self, principal: Principal | None, name: str, visible_at: float, key: int, seq: int,
+        reason: str = "",
+    ) -> base.LeaseStatus:
+        """Release a leased message that someone else holds (the console's "release"): admin
+        on the queue. The message is named by what a peek showed of it (position and
+        receipt_seq); the store makes the receipt of that delivery (`Store.receipt_of`) and an
+        ordinary ChangeVisibility to 0 uses it, so API.md's fencing holds unchanged: after a
+        newer delivery the call changes nothing (RECEIPT_SUPERSEDED), after the lease ended
+        LEASE_EXPIRED. The consumer's own receipt keeps working as after its own release."""
+        receipt = await self._admin_receipt(principal, name, key, seq)
+        validation.max_length(reason, "reason", validation.MAX_REASON)
+        [result] = await self.change_visibility(None, name, [VisibilityChange(receipt, 0.0, reason)])
+        return result.status
+
+    async def admin_delete(
+        self, principal: Principal | None, name: str, key: int, seq: int
+    ) -> base.LeaseStatus:
+        """Delete a message by what a peek showed of it (admin on the queue), with the receipt
+        of that delivery (see admin_release): DeleteMessages' rules, so a message delivered
+        again since is not deleted (RECEIPT_SUPERSEDED); the consumer's later ack of it gets
+        ALREADY_DELETED."""
+        receipt = await self._admin_receipt(principal, name, key, seq)
+        outcome = await self.delete(None, name, [receipt])
+        return outcome.results[0].status
+
+    async def _admin_receipt(
+        self, principal: Principal | None, name: str, key: int, seq: int
+    ) -> str:
+        self._ready()
+        validation.queue_name(name, "queue")
+        self._grant(principal, _ADMIN, name)
+        if not (0 <= key < 2**63 and 0 <= seq < 2**32):
+            raise InvalidArgument("message", "no such message handle")
+        return await self.store.receipt_of(name, key, seq)
 
     async def change_visibility(
         self, principal: Principal | None, name: str, changes: list[VisibilityChange]
@@ -380,6 +462,7 @@ class QueueCore:
         self._grant(principal, _ACK, name)
         outcome = await self.store.delete(name, receipts, attempt_ids)
         self.longpoll.deleted(name, outcome.deleted_keys)
+        self.longpoll.traffic.acked(name, len(outcome.deleted_keys))
         return outcome
 
     async def update_message(

@@ -114,6 +114,7 @@ from .store.base import (
     message_size,
 )
 from .stream_checks import check_still_allowed
+from .traffic import Traffic
 from .validation import ReceiveParams
 
 log = logging.getLogger(__name__)
@@ -539,6 +540,7 @@ class LongPoll:
         self._draining = False
         self.budget = budget if budget is not None else ByteBudget(SERVER_BYTES)
         self.call_bytes = call_bytes  # max_bytes of every store read (budget.py)
+        self.traffic = Traffic()  # sent/acked per queue and second, every front end (traffic.py)
         self._releases: set[asyncio.Task[None]] = set()
         self.released = 0  # leases released because their stream ended before sending them
 
@@ -567,6 +569,16 @@ class LongPoll:
             self._signals.wake(queue, sum(visible.values()), visible, capacity=False)
         if earliest is not None:
             self._signals.arm(queue, self._store.clock.now() + earliest)
+
+    def sent_bodies(self, queue: str, count: int, default_delay: float) -> None:
+        """sent() of count messages that are only a body (none a duplicate: no dedup id), all
+        on the default channel and delayed by the queue's default_delay."""
+        if count <= 0:
+            return
+        if default_delay <= 0:
+            self._signals.wake(queue, count, Counter({"": count}), capacity=False)
+        else:
+            self._signals.arm(queue, self._store.clock.now() + default_delay)
 
     def visibility_changed(
         self, queue: str, changes: Sequence[VisibilityChange], results: Sequence[LeaseResult]

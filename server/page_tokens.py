@@ -41,6 +41,7 @@ MAX_TOKEN_CHARS = 1024
 
 _LIST_KIND = "lq"
 _PEEK_KIND = "pk"
+_MESSAGE_KIND = "mh"
 
 _MALFORMED = "malformed page token: pass a next_page_token back unchanged"
 
@@ -176,3 +177,37 @@ class PageTokens:
                 "page token was issued for another channel_filter / include_leased / include_delayed",
             )
         return float(visible_at), key
+
+    # --- message handles (the web console) --------------------------------------------------
+
+    def encode_message(self, queue: str, message: base.PeekedMessage) -> str:
+        """A peeked message's handle for the web console: its position (visible_at, key) and
+        delivery (receipt_seq), sealed like a page token so that the store's internal key stays
+        hidden and a handle cannot be made up (core.QueueCore.find_message, admin_release)."""
+        return self._seal(
+            {
+                "k": _MESSAGE_KIND,
+                "q": queue,
+                "v": message.visible_at,
+                "i": message.key,
+                "s": message.receipt_seq,
+            }
+        )
+
+    def decode_message(self, token: str, queue: str) -> tuple[float, int, int]:
+        """(visible_at, key, receipt_seq) of a handle made for this queue; InvalidArgument
+        ("message") for anything else."""
+        try:
+            payload = self._open(token, _MESSAGE_KIND)
+        except InvalidArgument:
+            raise InvalidArgument("message", "malformed message handle") from None
+        visible_at, key, seq = payload.get("v"), payload.get("i"), payload.get("s")
+        if (
+            isinstance(visible_at, bool)
+            or not isinstance(visible_at, (int, float))
+            or not math.isfinite(visible_at)
+            or any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in (key, seq))
+            or payload.get("q") != queue
+        ):
+            raise InvalidArgument("message", "malformed message handle")
+        return float(visible_at), key, seq

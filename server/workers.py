@@ -35,6 +35,9 @@ The listeners:
                        server's, the RPC counters and process figures are worker 0's own share
                        (one process per scrape target; counters that jumped between workers
                        would be useless to Prometheus)
+    --console-listen   worker 0 only: its sign-in sessions live in one process's memory (a
+                       request reaching another worker would be signed out); its counts are the
+                       store's, its send/ack rates worker 0's own share
 
 Every log record of a worker carries ``worker`` (its index).
 """
@@ -91,8 +94,8 @@ def run_workers(
     StartupError with one line."""
     texts = {"listen": listen, **{k: options.get(k) for k in _SHARED[1:]}}
     parsed = {k: parse_listen(v) for k, v in texts.items() if v}
-    metrics = options.get("metrics_listen")
-    check_free([*parsed.values(), *([parse_listen(metrics)] if metrics else [])])
+    alone = [options[k] for k in ("metrics_listen", "console_listen") if options.get(k)]
+    check_free([*parsed.values(), *(parse_listen(text) for text in alone)])
     with ExitStack() as held:
         shared = {}
         for name, address in parsed.items():
@@ -144,6 +147,7 @@ class _Supervisor:
         options = {**self.options, **{k: v for k, v in self.shared.items() if k != "listen"}}
         if index != 0:
             options["metrics_listen"] = None
+            options["console_listen"] = None
         parent_end, child_end = self.context.Pipe(duplex=False)
         process = self.context.Process(
             target=worker_main,

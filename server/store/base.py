@@ -203,6 +203,10 @@ class PeekedMessage:
     delivery_count: int
     last_error: str
     state: MessageState
+    # For the web console: its message detail shows a dead letter's source queue, and an
+    # administrator's release or delete acts on this delivery (`Store.receipt_of`).
+    receipt_seq: int = 0
+    source_queue: str | None = None
 
 
 PeekCursor = tuple[float, int]
@@ -334,6 +338,8 @@ def fence(
 
 def message_size(body: bytes, attributes: dict[str, str]) -> int:
     """What counts against max_message_bytes: the body plus every attribute's key and value (UTF-8)."""
+    if not attributes:  # most messages: no generator to set up (twice per delivered message)
+        return len(body)
     return len(body) + sum(len(k.encode()) + len(v.encode()) for k, v in attributes.items())
 
 
@@ -434,6 +440,14 @@ class Store(Protocol):
         """Messages in (visible_at, key) order after the cursor, without any side effect (other
         than removing expired messages); the page ends after the message that reaches max_bytes
         (module docstring), with a next_cursor when more messages follow."""
+        ...
+
+    async def receipt_of(self, name: str, key: int, receipt_seq: int) -> str:
+        """The receipt of delivery receipt_seq of message `key` of queue `name` (a peeked
+        message's key and receipt_seq), as the receive that made the delivery issued it: for an
+        administrator's release or delete of a leased message (core.QueueCore.admin_release).
+        It reads no message: the fencing of the lease operation that then uses the receipt
+        decides, as for any consumer's. QueueNotFound for a missing queue."""
         ...
 
     async def change_visibility(

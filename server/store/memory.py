@@ -352,6 +352,9 @@ class MemoryStore:
             next_cursor=page[-1].order() if more and page else None,
         )
 
+    async def receipt_of(self, name: str, key: int, receipt_seq: int) -> str:
+        return self._codec.encode(self._queue(name).uid, key, receipt_seq)
+
     async def change_visibility(
         self, name: str, changes: list[VisibilityChange]
     ) -> list[LeaseResult]:
@@ -771,6 +774,8 @@ class MemoryStore:
             delivery_count=message.delivery_count,
             last_error=message.last_error,
             state=_state(message, now),
+            receipt_seq=message.receipt_seq,
+            source_queue=message.source_queue,
         )
 
 

@@ -205,6 +205,8 @@ class _Tx:
             delivery_count=row.delivery_count,
             last_error=row.last_error,
             state=message_state(row.visible_at, row.leased, self.now),
+            receipt_seq=row.receipt_seq,
+            source_queue=row.source_queue,
         )
 
     async def leases(self, found: _Queue, keys: Iterable[int]) -> dict[int, Lease]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...clock import Clock, SystemClock
-from ...errors import Unavailable
+from ...errors import QueueNotFound, Unavailable
 from ...receipts import ReceiptCodec
 from ..base import (
     DeleteOutcome,
@@ -205,6 +205,11 @@ class SqliteStore:
     async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
         return await self._call(lambda tx: tx.send(name, messages), weight=len(messages))
 
+    async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
+        """send() of messages that are only a body, answered with their message ids: the
+        optional fast path of QueueCore.send_bodies (no NewMessage or SendOutcome per message)."""
+        return await self._call(lambda tx: tx.send_bodies(name, bodies), weight=len(bodies))
+
     async def receive(
         self,
         name: str,
@@ -248,6 +253,12 @@ class SqliteStore:
                 include_delayed, after, max_bytes,
             )
         )
+
+    async def receipt_of(self, name: str, key: int, receipt_seq: int) -> str:
+        found = await self._call(lambda tx: tx.find_queue(name))
+        if found is None or self._codec is None:
+            raise QueueNotFound(name)
+        return self._codec.encode(found.uid, key, receipt_seq)
 
     async def change_visibility(
         self, name: str, changes: list[VisibilityChange]

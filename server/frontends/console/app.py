@@ -1,0 +1,262 @@
+"""The web console's aiohttp application on the gRPC server's event loop.
+
+Routes: "/" is the page (static/index.html), /static/ its script and style, /api/ the JSON API
+(api.py). One middleware guards every request:
+
+- /api/ requests need a session (sessions.py) and, when a policy is configured, a signed-in
+  principal, resolved again from the policy on every request (a revoked token signs out at once);
+- a request that may change data (any method but GET/HEAD) needs the session's CSRF token in the
+  X-CSRF-Token header, the sign-in included; then the core checks the principal's grants;
+- every failure is a JSON error: a domain error of the core maps to its HTTP status (400, 403,
+  404, 409, 429, 503), an unexpected one is a 500 logged with its traceback (a bug);
+- every answer carries a strict Content-Security-Policy (scripts and styles from this origin
+  only, no framing) and API answers are not cached.
+
+The access log (logger "leaseq.access") gets one record per API request: method, route, queue,
+status, duration, peer; never a body, a token, a cookie, a handle or a query string.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+
+from ...auth import FixedPolicy, PolicyFile, Principal
+from ...core import PermissionDenied, QueueCore
+from ...errors import (
+    InvalidArgument,
+    LeaseqError,
+    LeaseRejected,
+    OutOfRange,
+    OverLimit,
+    QueueAlreadyExists,
+    QueueInUse,
+    QueueNotFound,
+    Unavailable,
+)
+from ...logs import request_id_var
+from ..http_site import HttpSite
+from ..observe import log_request
+from .api import Api, ApiError, json_body
+from .sessions import COOKIE, CSRF_HEADER, Session, Sessions
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8080
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+"""Largest request body: a sent message's body (up to 8 MiB) as a JSON string, escaping and all."""
+
+SERVICE = "Console"
+
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+def _status_of(error: LeaseqError) -> tuple[int, str]:
+    for kind, status, code in (
+        (OutOfRange, 400, "OUT_OF_RANGE"),
+        (InvalidArgument, 400, "INVALID_ARGUMENT"),
+        (PermissionDenied, 403, "PERMISSION_DENIED"),
+        (QueueNotFound, 404, "QUEUE_NOT_FOUND"),
+        (QueueAlreadyExists, 409, "QUEUE_ALREADY_EXISTS"),
+        (QueueInUse, 409, "QUEUE_IN_USE"),
+        (LeaseRejected, 409, "LEASE_REJECTED"),
+        (OverLimit, 429, "OVER_LIMIT"),
+        (Unavailable, 503, "UNAVAILABLE"),
+    ):
+        if isinstance(error, kind):
+            return status, code
+    return 400, "INVALID_ARGUMENT"
+
+
+def error_response(status: int, code: str, message: str, field: str = "") -> web.Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        error["field"] = field
+    return web.json_response({"error": error}, status=status)
+
+
+class ConsoleFrontend:
+    """The console's application and listener; `start` then `stop`."""
+
+    def __init__(self, core: QueueCore, policy: PolicyFile | FixedPolicy | None = None) -> None:
+        self.core = core
+        self.policy = policy
+        self.sessions = Sessions()
+        self.api = Api(core)
+        self.port = 0
+        self._site: HttpSite | None = None
+        self._static = resources.files(__package__) / "static"
+
+    def application(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[self.guard])
+        app.add_routes(
+            [
+                web.get("/", self.page),
+                web.get("/static/{file}", self.static_file),
+                web.get("/api/session", self.session_info),
+                web.post("/api/session", self.sign_in),
+                web.delete("/api/session", self.sign_out),
+                *self.api.routes(),
+            ]
+        )
+        return app
+
+    async def start(self, listen: str) -> int:
+        self._site = HttpSite(self.application())
+        self.port = await self._site.start(listen, DEFAULT_PORT)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+
+    # --- the guard ----------------------------------------------------------------------------
+
+    @web.middleware
+    async def guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        started = time.monotonic()
+        reset = request_id_var.set(str(uuid.uuid4()))
+        try:
+            response = await self._guarded(request, handler)
+        finally:
+            request_id_var.reset(reset)
+        response.headers["Content-Security-Policy"] = _CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["X-Frame-Options"] = "DENY"
+        if request.path.startswith("/api/"):
+            response.headers["Cache-Control"] = "no-store"
+            self._log(request, response.status, started)
+        return response
+
+    async def _guarded(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if not request.path.startswith("/api/"):
+            try:
+                return await handler(request)
+            except web.HTTPException as error:
+                return error
+        try:
+            session = self.sessions.get(request.cookies.get(COOKIE))
+            request["session"] = session
+            if request.method not in _SAFE_METHODS and not Sessions.csrf_ok(
+                session, request.headers.get(CSRF_HEADER)
+            ):
+                return error_response(
+                    403, "CSRF", "Missing or wrong CSRF token: reload the page and try again."
+                )
+            principal = self._principal(session)
+            request["principal"] = principal
+            if self.policy is not None and principal is None and request.path != "/api/session":
+                return error_response(401, "UNAUTHENTICATED", "Sign in with a token first.")
+            return await handler(request)
+        except ApiError as error:
+            return error_response(error.status, error.code, str(error), error.field)
+        except LeaseqError as error:
+            status, code = _status_of(error)
+            return error_response(status, code, str(error), getattr(error, "field", ""))
+        except web.HTTPException as error:  # no such route or method: aiohttp's own
+            return error_response(error.status, "NOT_FOUND" if error.status == 404 else "BAD_REQUEST", error.reason)
+        except Exception:
+            log.exception("unexpected error in console request %s", _route(request))
+            return error_response(500, "INTERNAL", "Internal error (logged by the server).")
+
+    def _principal(self, session: Session | None) -> Principal | None:
+        """None without a policy (the core then allows everything); else the principal of the
+        session's token under the current policy, or None when not signed in."""
+        if self.policy is None or session is None or session.token is None:
+            return None
+        principal = self.policy.current().by_token(session.token)
+        if principal is None:
+            session.token = None  # revoked or removed from the policy: signed out
+        return principal
+
+    # --- the page -----------------------------------------------------------------------------
+
+    async def page(self, request: web.Request) -> web.Response:
+        return self._file("index.html", "text/html")
+
+    async def static_file(self, request: web.Request) -> web.Response:
+        name = request.match_info["file"]
+        types = {"js": "text/javascript", "css": "text/css", "svg": "image/svg+xml"}
+        kind = types.get(name.rpartition(".")[2])
+        if kind is None or "/" in name or name.startswith("."):
+            raise web.HTTPNotFound()
+        return self._file(name, kind)
+
+    def _file(self, name: str, content_type: str) -> web.Response:
+        resource = self._static / name
+        if not resource.is_file():
+            raise web.HTTPNotFound()
+        return web.Response(
+            body=resource.read_bytes(),
+            content_type=content_type,
+            charset="utf-8",
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    # --- sessions -----------------------------------------------------------------------------
+
+    def _answer(self, session: Session, principal: Principal | None) -> web.Response:
+        response = web.json_response(
+            {
+                "auth": self.policy is not None,
+                "signed_in": self.policy is None or principal is not None,
+                "principal": principal.name if principal is not None else None,
+                # Whether to offer "new queue" (the server checks the grant on the name anyway).
+                "may_create": principal is None
+                or any("admin" in grant.actions for grant in principal.grants),
+                "csrf": session.csrf,
+            }
+        )
+        response.set_cookie(
+            COOKIE, session.id, httponly=True, samesite="Strict", path="/",
+            secure=False,  # plain HTTP on loopback; behind a TLS proxy the cookie still works
+        )
+        return response
+
+    async def session_info(self, request: web.Request) -> web.Response:
+        session = request["session"] or self.sessions.new()
+        return self._answer(session, request["principal"])
+
+    async def sign_in(self, request: web.Request) -> web.Response:
+        if self.policy is None:
+            raise ApiError(400, "NO_AUTH", "This server has no --auth-policy: nothing to sign in to.")
+        data = await json_body(request)
+        token = data.get("token")
+        if not isinstance(token, str) or not token or len(token) > 4096:
+            raise ApiError(400, "INVALID_ARGUMENT", "token: a token string is expected", "token")
+        principal = self.policy.current().by_token(token)
+        if principal is None:
+            raise ApiError(401, "UNAUTHENTICATED", "Unknown token.")
+        self.sessions.end(request["session"])
+        return self._answer(self.sessions.new(token), principal)
+
+    async def sign_out(self, request: web.Request) -> web.Response:
+        self.sessions.end(request["session"])
+        return self._answer(self.sessions.new(), None)
+
+    # --- the access log -----------------------------------------------------------------------
+
+    @staticmethod
+    def _log(request: web.Request, status: int, started: float) -> None:
+        queue = request.match_info.get("name") or ""
+        log_request(
+            SERVICE, f"{request.method} {_route(request)}", queue[:80], status, started,
+            request.remote or "",
+        )
+
+
+def _route(request: web.Request) -> str:
+    """The route's pattern (/api/queues/{name}/messages/{handle}), never the values in it."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "-"
