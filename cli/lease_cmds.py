@@ -111,7 +111,7 @@ def release(
 @click.argument("receipts", nargs=-1, metavar="[RECEIPT]...")
 @click.option(
     "--by", "by", type=DURATION, required=True,
-    help="The leases end this long from now (0s .. 12h), e.g. 60s, 5m.",
+    help="The leases end this long from now (0s .. 7d), e.g. 60s, 5m.",
 )
 @client_options
 def extend(

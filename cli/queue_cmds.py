@@ -17,7 +17,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # (option, QueueConfig field, type, help) of every queue setting, shared by create and update.
 _CONFIG_OPTIONS: list[tuple[str, str, Any, str]] = [
-    ("--visibility-timeout", "visibility_timeout", DURATION, "Lease length (0 .. 12h)."),
+    ("--visibility-timeout", "visibility_timeout", DURATION, "Lease length (0 .. 7d)."),
     ("--receive-wait-time", "receive_wait_time", DURATION, "Default long-poll wait (0 .. 30s)."),
     ("--message-retention", "message_retention", DURATION, "Message lifetime (60s .. 14d)."),
     ("--default-delay", "default_delay", DURATION, "Delay of every new message."),

@@ -38,7 +38,7 @@ MIN_EXTENSION = 0.1
 """An extension shorter than this (the end of max_lease_time) is not worth a call: the lease is
 left to run out instead."""
 
-MAX_VISIBILITY = 12 * 3600.0
+MAX_VISIBILITY = 7 * 86400.0
 """The longest lease or release delay the server accepts (API.md)."""
 
 MAX_REASON = 1024

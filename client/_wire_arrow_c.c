@@ -271,7 +271,6 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         mend = msg + mlen;
         memset(slots, 0, sizeof slots);
         npairs = 0;
-        Py_ssize_t map_field = -1;
         while (msg < mend) {
             if (read_tag(&msg, mend, &field, &wt) < 0) goto done;
             char kind = field <= (uint64_t)nspec ? spec[field - 1] : '-';
@@ -301,12 +300,10 @@ static PyObject *decode(PyObject *self, PyObject *args) {
                 }
                 if (read_pair(d, d + n, &pairs[npairs]) < 0) goto done;
                 npairs++;
-                map_field = (Py_ssize_t)field - 1;
             } else if (skip_field(&msg, mend, wt) < 0) {
                 goto done;
             }
         }
-        (void)map_field;
         for (Py_ssize_t f = 0; f < nspec; f++) {
             Slot *s = &slots[f];
             Buf *b = out[f].b;

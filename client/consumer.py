@@ -226,7 +226,7 @@ class _Core(Generic[ClientT]):
     @staticmethod
     def _check_lease(length: float) -> float:
         if not 0 < length <= MAX_VISIBILITY:
-            raise ValueError("a consumer needs a visibility timeout above 0 s (at most 12 h)")
+            raise ValueError("a consumer needs a visibility timeout above 0 s (at most 7 days)")
         return length
 
     def configure(self, queue_visibility_timeout: float | None) -> None:

@@ -333,10 +333,12 @@ async def serve(
             log.info("metrics on port %d", endpoint.port)
         if sqs_listen:
             # Before gRPC starts: once health says SERVING, the SQS endpoint answers too.
-            sqs = await _start_sqs(store, built, security, sqs_listen, reuse_port)
+            sqs = await _start_http_frontend("SQS", store, built, security, sqs_listen, reuse_port)
             cleanup.push_async_callback(sqs.stop)
         if azure_listen:
-            azure = await _start_azure(store, built, security, azure_listen, reuse_port)
+            azure = await _start_http_frontend(
+                "Azure", store, built, security, azure_listen, reuse_port
+            )
             cleanup.push_async_callback(azure.stop)
         if console_listen:
             console = await _start_console(built, security, console_listen)
@@ -377,41 +379,29 @@ def _install_signal_handlers(
             pass
 
 
-async def _start_sqs(
+async def _start_http_frontend(
+    dialect: str,
     store: Store,
     built: LeaseqServer,
     security: Security | None,
     listen: str,
-    reuse_port: bool = False,
+    reuse_port: bool,
 ):
-    """The SQS endpoint over the gRPC service's long polls (one set of waiters and wake-ups)."""
+    """An HTTP front end ("SQS" or "Azure") over the gRPC service's long polls (one set of
+    waiters and wake-ups for every dialect)."""
     from .core import QueueCore
-    from .frontends.sqs.app import SqsFrontend
 
-    frontend = SqsFrontend(
+    if dialect == "SQS":
+        from .frontends.sqs.app import SqsFrontend as Frontend
+    else:
+        from .frontends.azure.app import AzureFrontend as Frontend  # type: ignore[assignment]
+    frontend = Frontend(
         QueueCore(store, built.service.longpoll),
         security.policy if security else None,
         metrics=built.metrics,
     )
     await frontend.start(listen, reuse_port=reuse_port)
-    log.info("SQS endpoint on port %d", frontend.port)
-    return frontend
-
-
-async def _start_azure(
-    store: Store, built: LeaseqServer, security: Security | None, listen: str, reuse_port: bool
-):
-    """The Azure endpoint, over the same long polls and wake-ups as gRPC and SQS."""
-    from .core import QueueCore
-    from .frontends.azure.app import AzureFrontend
-
-    frontend = AzureFrontend(
-        QueueCore(store, built.service.longpoll),
-        security.policy if security else None,
-        metrics=built.metrics,
-    )
-    await frontend.start(listen, reuse_port=reuse_port)
-    log.info("Azure endpoint on port %d", frontend.port)
+    log.info("%s endpoint on port %d", dialect, frontend.port)
     return frontend
 
 

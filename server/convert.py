@@ -12,6 +12,7 @@ from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from leaseq._native import speedups
 from leaseq.v1 import queue_service_pb2 as pb
 
 from .errors import InvalidArgument
@@ -200,11 +201,54 @@ class ReceivedEncoder:
         return pb.GetMessagesResponse.FromString(b"".join(parts))
 
 
+def encode_received(messages: list[base.DeliveredMessage]) -> list[bytes]:
+    """ReceivedEncoder's bytes for each message: by the compiled twin (leaseq._native, about a
+    tenth of the cost) when it is built, else by ReceivedEncoder itself. The twin raises on
+    anything it does not expect (a type, a range), and then ReceivedEncoder answers: the
+    result, or the error, is always ReceivedEncoder's."""
+    if speedups is not None:
+        try:
+            return speedups.encode_received(messages)
+        except Exception:
+            pass
+    encode = ReceivedEncoder()
+    return [encode(message) for message in messages]
+
+
+_OK = base.LeaseStatus.OK
+
+
+def _framed_alike(texts: list[str], tag: str, suffix: str = "") -> bytes | None:
+    """Field 1 entries (tag 0x0a, length) each holding `tag`, one of texts and suffix, as one
+    join: what the per-entry loops below write, when every text is ASCII and of one short
+    length (receipts, message ids), so that every entry has the same framing bytes. None when
+    they are not (the loops do it)."""
+    if not texts:
+        return b""
+    lengths = set(map(len, texts))
+    if len(lengths) != 1:
+        return None
+    (length,) = lengths
+    entry = len(tag) + 1 + length + len(suffix)
+    if entry >= 128:  # one-byte varints only
+        return None
+    joined = f"{suffix}\x0a{chr(entry)}{tag}{chr(length)}".join(texts)
+    if not joined.isascii():  # UTF-8 lengths would differ from len()
+        return None
+    return f"\x0a{chr(entry)}{tag}{chr(length)}{joined}{suffix}".encode("ascii")
+
+
 def send_results_response(
     entries: Any, outcomes: list[base.SendOutcome]
 ) -> pb.SendMessagesResponse:
     """A SendMessagesResponse with one SendResult (id echoed, message_id, duplicate) per entry,
     all accepted, written as wire bytes and parsed once (see ReceivedEncoder)."""
+    message_ids = [outcome.message_id for outcome in outcomes]
+    if not any(outcome.duplicate for outcome in outcomes) and not any(e.id for e in entries):
+        # The common batch (no entry ids, no duplicates): every result has the same framing.
+        framed = _framed_alike(message_ids, "\x12")
+        if framed is not None:
+            return pb.SendMessagesResponse.FromString(framed)
     parts = []
     for entry, outcome in zip(entries, outcomes):
         entry_id = entry.id
@@ -217,9 +261,71 @@ def send_results_response(
     return pb.SendMessagesResponse.FromString(b"".join(parts))
 
 
+def sent_response(ids: list[str], message_ids: list[str]) -> pb.SendMessagesResponse:
+    """send_results_response for entries that were only an id and a body, all sent (none is a
+    duplicate: they have no dedup id): by leaseq._native when built, else the same loop."""
+    if not any(ids):
+        framed = _framed_alike(message_ids, "\x12")
+        if framed is not None:
+            return pb.SendMessagesResponse.FromString(framed)
+    if speedups is not None:
+        try:
+            return pb.SendMessagesResponse.FromString(speedups.send_results(ids, message_ids))
+        except Exception:
+            pass
+    return pb.SendMessagesResponse.FromString(send_results_python(ids, message_ids))
+
+
+def send_results_python(ids: list[str], message_ids: list[str]) -> bytes:
+    """The wire bytes of one SendResult (id when not empty, message_id) per pair: the twin of
+    leaseq._native.speedups.send_results."""
+    parts = []
+    for entry_id, message_id in zip(ids, message_ids):
+        result = _string_field(b"\x12", message_id)
+        if entry_id:
+            result = _string_field(b"\x0a", entry_id) + result
+        parts.append(b"\x0a" + _varint(len(result)) + result)
+    return b"".join(parts)
+
+
+_ENTRY_ID = pb.SendEntry.DESCRIPTOR.fields_by_name["id"]
+_ENTRY_BODY = pb.SendEntry.DESCRIPTOR.fields_by_name["body"]
+
+
+def plain_entries(request: pb.SendMessagesRequest) -> tuple[list[str], list[bytes]] | None:
+    """(ids, bodies) of the request's entries when every one sets nothing but an id and a body
+    (the common send: such an entry needs no check but its body's size), else None. The
+    compiled twin reads the request's wire bytes (serializing it again costs a few ns a
+    message) instead of each entry's fields; it also says None for an entry with unknown
+    fields, which then takes the per-entry way: the outcome is the same either way."""
+    if speedups is not None:
+        try:
+            return speedups.plain_entries(request.SerializeToString())
+        except Exception:
+            pass
+    return plain_entries_python(request)
+
+
+def plain_entries_python(request: pb.SendMessagesRequest) -> tuple[list[str], list[bytes]] | None:
+    ids: list[str] = []
+    bodies: list[bytes] = []
+    for entry in request.entries:
+        for field, _ in entry.ListFields():
+            if field is not _ENTRY_ID and field is not _ENTRY_BODY:
+                return None
+        ids.append(entry.id)
+        bodies.append(entry.body)
+    return ids, bodies
+
+
 def delete_results_response(results: list[base.LeaseResult]) -> pb.DeleteMessagesResponse:
     """A DeleteMessagesResponse with one DeleteResult (receipt, status) per result, written as
     wire bytes and parsed once (see ReceivedEncoder: add() per entry cost three times as much)."""
+    if all(result.status == _OK for result in results):
+        # The common ack: every entry is a receipt (same length, ASCII) and OK.
+        framed = _framed_alike([result.receipt for result in results], "\x0a", "\x10\x01")
+        if framed is not None:
+            return pb.DeleteMessagesResponse.FromString(framed)
     parts = []
     for result in results:
         entry = _string_field(b"\x0a", result.receipt) + b"\x10" + _varint(result.status)

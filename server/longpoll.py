@@ -570,6 +570,16 @@ class LongPoll:
         if earliest is not None:
             self._signals.arm(queue, self._store.clock.now() + earliest)
 
+    def sent_bodies(self, queue: str, count: int, default_delay: float) -> None:
+        """sent() of count messages that are only a body (none a duplicate: no dedup id), all
+        on the default channel and delayed by the queue's default_delay."""
+        if count <= 0:
+            return
+        if default_delay <= 0:
+            self._signals.wake(queue, count, Counter({"": count}), capacity=False)
+        else:
+            self._signals.arm(queue, self._store.clock.now() + default_delay)
+
     def visibility_changed(
         self, queue: str, changes: Sequence[VisibilityChange], results: Sequence[LeaseResult]
     ) -> None:

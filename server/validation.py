@@ -55,7 +55,9 @@ MAX_CHANNEL = 64
 MAX_DEDUP_ID = 128
 MAX_ATTEMPT_ID = 128
 MAX_REASON = 1024  # a release reason is kept as last_error on every later delivery: keep it small
-MAX_VISIBILITY = 12 * 3600.0
+# Leases of up to 7 days: Azure Queue Storage's bound (12 h before issue 18), so that every
+# dialect has one range; SQS's own VisibilityTimeout stays at most 12 h in frontends/sqs.
+MAX_VISIBILITY = 7 * 86400.0
 MAX_WAIT = 30.0
 MIN_TTL = 1.0
 MAX_INT64 = 2**63 - 1

@@ -342,7 +342,7 @@ def consume_process_ack(
 
     - Before the job, on the driver: ``TypeError`` when ``fn`` is not callable, ``TypeError`` /
       ``ValueError`` for an argument of the wrong type or out of range (``batch_size`` 1..10,000,
-      ``num_partitions`` >= 1, ``visibility_timeout`` > 0 .. 12 h, ``wait_time`` 0..30 s), and
+      ``num_partitions`` >= 1, ``visibility_timeout`` > 0 .. 7 d, ``wait_time`` 0..30 s), and
       the client's error (``Unavailable``, ``QueueNotFound``, ``Unauthenticated``, ...) from a
       ``GetQueue`` when the target or the queue cannot be used. Nothing is leased.
     - ``FnResultError`` (a ``TypeError``) when fn returns anything else than the shapes of

@@ -56,8 +56,8 @@ OUT_OF_RANGE = [
     ("GET", "/messages?numofmessages=33", "numofmessages", "33", "1", "32"),
     ("GET", "/messages?peekonly=true&numofmessages=0", "numofmessages", "0", "1", "32"),
     ("GET", "/messages?peekonly=true&numofmessages=33", "numofmessages", "33", "1", "32"),
-    ("GET", "/messages?visibilitytimeout=0", "visibilitytimeout", "0", "1", "43200"),
-    ("GET", "/messages?visibilitytimeout=604800", "visibilitytimeout", "604800", "1", "43200"),
+    ("GET", "/messages?visibilitytimeout=0", "visibilitytimeout", "0", "1", "604800"),
+    ("GET", "/messages?visibilitytimeout=604801", "visibilitytimeout", "604801", "1", "604800"),
     ("POST", "/messages?visibilitytimeout=-1", "visibilitytimeout", "-1", "0", "604800"),
     ("POST", "/messages?visibilitytimeout=604801", "visibilitytimeout", "604801", "0", "604800"),
     ("POST", "/messages?messagettl=120&visibilitytimeout=121", "visibilitytimeout", "121", "0", "120"),
@@ -82,10 +82,10 @@ def test_out_of_range_query_parameters(loaded, method, suffix, name, value, low,
 def test_out_of_range_update_visibility_and_list_maxresults(loaded, azure_server):
     _, url, leased = loaded
     receipt = leased.pop_receipt
-    for value in ("-1", "43201"):
+    for value in ("-1", "604801"):
         reply = raw("PUT", f"{url}/messages/{leased.id}?popreceipt={receipt}&visibilitytimeout={value}")
         assert_error(reply, 400, "OutOfRangeQueryParameterValue", QueryParameterName="visibilitytimeout",
-                     MinimumAllowed="0", MaximumAllowed="43200")
+                     MinimumAllowed="0", MaximumAllowed="604800")
     for value in ("0", "5001"):
         reply = raw("GET", f"{azure_server.endpoint}/{DEV_ACCOUNT}?comp=list&maxresults={value}")
         assert_error(reply, 400, "OutOfRangeQueryParameterValue", QueryParameterName="maxresults",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -11,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from azure.storage.queue import QueueClient
 
-from tests.sqs.test_serve_flags import serve
+from tests.support import http_frontend
 from tests.support.http_frontend import wait_listening
 from tests.support.process import ServerProcess, free_port
 
@@ -21,23 +20,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_busy_azure_port_fails_start_up_with_one_line():
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        result = serve("--azure-listen", f"127.0.0.1:{port}")
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr
-    last = result.stderr.strip().splitlines()[-1]
-    assert "Error" in last and str(port) in last
+    http_frontend.assert_a_busy_port_fails_with_one_line("--azure-listen")
 
 
 def test_a_non_loopback_azure_address_needs_a_policy_or_allow_unauthenticated():
-    result = serve("--azure-listen", f"0.0.0.0:{free_port()}")
-    assert result.returncode == 2
-    assert "--allow-unauthenticated" in result.stderr and "--azure-listen" in result.stderr
-    result = serve("--azure-listen", "no-port-here")
-    assert result.returncode == 2 and "HOST:PORT" in result.stderr
+    http_frontend.assert_non_loopback_needs_auth_or_allow_unauthenticated("--azure-listen")
 
 
 def test_the_environment_variable_turns_it_on(tmp_path, monkeypatch):
@@ -56,7 +43,7 @@ def test_the_environment_variable_turns_it_on(tmp_path, monkeypatch):
         assert process.terminate() == 0
 
 
-def test_off_by_default(tmp_path):
+def test_off_by_default():
     env = {k: v for k, v in os.environ.items() if k != "LEASEQ_AZURE_LISTEN"}
     help_text = subprocess.run(
         [sys.executable, "-m", "leaseq.cli", "serve", "--help"], capture_output=True, text=True, env=env

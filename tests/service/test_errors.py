@@ -57,10 +57,10 @@ async def test_peek_max_messages_out_of_range(stub) -> None:
 @pytest.mark.parametrize(
     "request_fields, field, value, minimum, maximum",
     [
-        ({"visibility_timeout": D(seconds=43201)}, "visibility_timeout", "43201s", "0s", "43200s"),
+        ({"visibility_timeout": D(seconds=604801)}, "visibility_timeout", "604801s", "0s", "604800s"),
         ({"wait_time": D(seconds=31)}, "wait_time", "31s", "0s", "30s"),
         ({"wait_time": D(seconds=30, nanos=1)}, "wait_time", "30.000000001s", "0s", "30s"),
-        ({"visibility_timeout": D(seconds=-1)}, "visibility_timeout", "-1s", "0s", "43200s"),
+        ({"visibility_timeout": D(seconds=-1)}, "visibility_timeout", "-1s", "0s", "604800s"),
         ({"max_outstanding": 100_001, "follow": True}, "max_outstanding", "100001", "1", "100000"),
         ({"max_outstanding": -5, "follow": True}, "max_outstanding", "-5", "1", "100000"),
     ],
@@ -75,7 +75,7 @@ async def test_get_messages_ranges(stub, request_fields, field, value, minimum, 
 @pytest.mark.parametrize(
     "config, field, value, minimum, maximum",
     [
-        ({"visibility_timeout": D(seconds=43201)}, "config.visibility_timeout", "43201s", "0s", "43200s"),
+        ({"visibility_timeout": D(seconds=604801)}, "config.visibility_timeout", "604801s", "0s", "604800s"),
         ({"receive_wait_time": D(seconds=31)}, "config.receive_wait_time", "31s", "0s", "30s"),
         ({"message_retention": D(seconds=59)}, "config.message_retention", "59s", "60s", "1209600s"),
         ({"max_message_bytes": 1023}, "config.max_message_bytes", "1023", "1024", "8388608"),
@@ -405,7 +405,7 @@ async def test_invalid_change_visibility_changes_no_entry(stub) -> None:
             )
         )
     )
-    assert_out_of_range(error, "entries[1].visibility_timeout", "-3s", "0s", "43200s")
+    assert_out_of_range(error, "entries[1].visibility_timeout", "-3s", "0s", "604800s")
     assert (await stats(stub)).leased == 1  # the valid first entry did not release it
 
 

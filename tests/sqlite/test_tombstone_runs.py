@@ -7,6 +7,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from leaseq.server.clock import FakeClock
 from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SCHEMA_VERSION, SqliteStore
@@ -118,3 +121,22 @@ async def test_a_version_1_file_is_migrated_and_its_tombstones_still_answer(
         assert "tombstones_age" in indexes
     # The migrated rows (one key each) and the new delete's run, side by side.
     assert [(last - key + 1) for key, last, _ in _tombstone_rows(db_path)] == [1, 1, 1, 1]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(min_value=1, max_value=40), st.integers(min_value=0, max_value=2)),
+        unique_by=lambda pair: pair[0],
+    )
+)
+def test_runs_of_a_delete_cover_exactly_its_keys(deleted) -> None:
+    """_runs (one tombstone row per run) against the plain definition: every deleted key is in
+    exactly one run, with its seq, and runs of one seq never touch (else they would be one)."""
+    from leaseq.server.store.sqlite.transaction import _runs
+
+    runs = _runs(deleted)
+    covered = {key: seq for first, last, seq in runs for key in range(first, last + 1)}
+    assert covered == dict(deleted)
+    assert sum(last - first + 1 for first, last, _ in runs) == len(deleted)
+    for (_, last, seq), (first, _, next_seq) in zip(runs, runs[1:]):
+        assert first > last and not (first == last + 1 and seq == next_seq)

@@ -13,6 +13,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.support import http_frontend
 from tests.support.process import free_port
 
 from .conftest import boto3_client, unique
@@ -20,35 +21,12 @@ from .conftest import boto3_client, unique
 pytestmark = pytest.mark.slow
 
 
-def serve(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "leaseq.cli", "serve", "--store", "memory://",
-         "--listen", f"127.0.0.1:{free_port()}", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ, **(env or {})),
-    )
-
-
 def test_a_busy_sqs_port_fails_start_up_with_one_line():
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        result = serve("--sqs-listen", f"127.0.0.1:{port}")
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr
-    last = result.stderr.strip().splitlines()[-1]
-    assert "Error" in last and str(port) in last
+    http_frontend.assert_a_busy_port_fails_with_one_line("--sqs-listen")
 
 
 def test_a_non_loopback_sqs_address_needs_auth_or_allow_unauthenticated():
-    result = serve("--sqs-listen", f"0.0.0.0:{free_port()}")
-    assert result.returncode == 2
-    assert "--allow-unauthenticated" in result.stderr and "--sqs-listen" in result.stderr
-    result = serve("--sqs-listen", "no-port-here")
-    assert result.returncode == 2 and "HOST:PORT" in result.stderr
+    http_frontend.assert_non_loopback_needs_auth_or_allow_unauthenticated("--sqs-listen")
 
 
 def test_env_variable_and_drain_answers_a_waiting_long_poll(tmp_path):

@@ -3,7 +3,10 @@ process, on SQLite or PostgreSQL: what the tests of each HTTP dialect start and 
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -96,3 +99,36 @@ def per_store(
             stop(server, fault_marker)
         finally:
             postgres.drop_schema(schema)
+
+
+def serve(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`leaseq serve` on a memory store and a free port with more flags, to its end (for start-up
+    failures)."""
+    return subprocess.run(
+        [sys.executable, "-m", "leaseq.cli", "serve", "--store", "memory://",
+         "--listen", f"127.0.0.1:{free_port()}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, **(env or {})),
+    )
+
+
+def assert_a_busy_port_fails_with_one_line(flag: str) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = serve(flag, f"127.0.0.1:{port}")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "Error" in last and str(port) in last
+
+
+def assert_non_loopback_needs_auth_or_allow_unauthenticated(flag: str) -> None:
+    result = serve(flag, f"0.0.0.0:{free_port()}")
+    assert result.returncode == 2
+    assert "--allow-unauthenticated" in result.stderr and flag in result.stderr
+    result = serve(flag, "no-port-here")
+    assert result.returncode == 2 and "HOST:PORT" in result.stderr

@@ -15,16 +15,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
 
 from aiohttp import web
 
-from ...auth import FixedPolicy, PolicyFile, Principal
-from ...core import QueueCore
+from ...auth import Principal
 from ...errors import LeaseqError
 from ...logs import request_id_var
-from ...metrics import Metrics
-from ..http_site import HttpSite
+from ..dialect import DialectFrontend
 from ..observe import count_request, log_request
 from . import shared_key, xml_bodies
 from .errors import (
@@ -51,43 +48,14 @@ XML, with room; anything above is RequestBodyTooLarge (413)."""
 MAX_CLIENT_REQUEST_ID = 1024  # characters of x-ms-client-request-id echoed (Azure's limit)
 
 
-class AzureFrontend:
+class AzureFrontend(DialectFrontend):
     """The aiohttp application and its listener; `start` then `stop`."""
 
-    def __init__(
-        self,
-        core: QueueCore,
-        policy: PolicyFile | FixedPolicy | None = None,
-        *,
-        max_request_bytes: int = MAX_REQUEST_BYTES,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.core = core
-        self.policy = policy
-        self.metrics = metrics
-        self.max_request_bytes = max_request_bytes
+    DEFAULT_PORT = DEFAULT_PORT
+    MAX_REQUEST_BYTES = MAX_REQUEST_BYTES
+
+    def _setup(self) -> None:
         self.metadata = MetadataTable()
-        self.port = 0
-        self._site: HttpSite | None = None
-
-    def application(self) -> web.Application:
-        # client_max_size one byte above our limit: the handler reads the body itself and
-        # answers an oversized one in Azure's shape (aiohttp's own 413 would be plain text).
-        app = web.Application(client_max_size=self.max_request_bytes + 1)
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        return app
-
-    async def start(self, listen: str, reuse_port: bool = False) -> int:
-        """Listen on "host:port" (port 0: a free one); OSError when the address is taken.
-        reuse_port: shared with the other workers of `serve --workers N` (server/workers.py)."""
-        self._site = HttpSite(self.application())
-        self.port = await self._site.start(listen, DEFAULT_PORT, reuse_port=reuse_port)
-        return self.port
-
-    async def stop(self) -> None:
-        if self._site is not None:
-            await self._site.stop()
-            self._site = None
 
     # --- requests ---------------------------------------------------------------------------
 

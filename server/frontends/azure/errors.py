@@ -72,9 +72,11 @@ class AzureError(Exception):
 
 
 def out_of_range(name: str, value: str, minimum: object, maximum: object) -> AzureError:
+    # Azure's text, then what was wrong: the SDK shows the message's first line.
     return AzureError(
         OUT_OF_RANGE_QUERY,
-        "One of the query parameters specified in the request URI is outside the permissible range.",
+        "One of the query parameters specified in the request URI is outside the permissible "
+        f"range: {name}={value} is not within {minimum} .. {maximum}.",
         {
             "QueryParameterName": name,
             "QueryParameterValue": value,

@@ -1,7 +1,8 @@
 """Query parameters of the Azure operations, checked with Azure's error shapes.
 
-Where Azure's range is wider than leaseq's (a lease of up to 7 days, leaseq's 12 h), the bound
-given in OutOfRangeQueryParameterValue is leaseq's: the client learns the range that holds here.
+Azure's ranges where leaseq's are as wide (leases of up to 7 days); where leaseq's are narrower
+(a message lives at most its queue's retention, 14 days at most), the bound given in
+OutOfRangeQueryParameterValue is leaseq's: the client learns the range that holds here.
 """
 
 from __future__ import annotations

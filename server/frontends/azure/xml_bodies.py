@@ -77,39 +77,35 @@ def sent_message(message_id: str, inserted: float, expires: float, pop_receipt: 
     )
 
 
-def received_messages(messages: Iterable[tuple[DeliveredMessage, str]]) -> bytes:
-    """Get Messages: each delivered message with its Azure pop receipt."""
-    parts = ["<QueueMessagesList>"]
-    for message, pop_receipt in messages:
+def _message(message: DeliveredMessage | PeekedMessage, pop_receipt: str | None) -> list[str]:
+    """One <QueueMessage> of Get Messages (with its pop receipt) or Peek Messages (without)."""
+    parts = [
+        "<QueueMessage>",
+        element("MessageId", message.message_id),
+        element("InsertionTime", rfc1123(message.enqueued_at)),
+        element("ExpirationTime", rfc1123(message.expires_at)),
+    ]
+    if pop_receipt is not None:
         parts += [
-            "<QueueMessage>",
-            element("MessageId", message.message_id),
-            element("InsertionTime", rfc1123(message.enqueued_at)),
-            element("ExpirationTime", rfc1123(message.expires_at)),
             element("PopReceipt", pop_receipt),
             element("TimeNextVisible", rfc1123(message.visible_at)),
-            element("DequeueCount", message.delivery_count),
-            element("MessageText", message.body.decode("utf-8", "replace")),
-            "</QueueMessage>",
         ]
-    parts.append("</QueueMessagesList>")
-    return document("".join(parts))
+    return parts + [
+        element("DequeueCount", message.delivery_count),
+        element("MessageText", message.body.decode("utf-8", "replace")),
+        "</QueueMessage>",
+    ]
+
+
+def received_messages(messages: Iterable[tuple[DeliveredMessage, str]]) -> bytes:
+    """Get Messages: each delivered message with its Azure pop receipt."""
+    rows = [part for message, pop_receipt in messages for part in _message(message, pop_receipt)]
+    return document("<QueueMessagesList>" + "".join(rows) + "</QueueMessagesList>")
 
 
 def peeked_messages(messages: Iterable[PeekedMessage]) -> bytes:
-    parts = ["<QueueMessagesList>"]
-    for message in messages:
-        parts += [
-            "<QueueMessage>",
-            element("MessageId", message.message_id),
-            element("InsertionTime", rfc1123(message.enqueued_at)),
-            element("ExpirationTime", rfc1123(message.expires_at)),
-            element("DequeueCount", message.delivery_count),
-            element("MessageText", message.body.decode("utf-8", "replace")),
-            "</QueueMessage>",
-        ]
-    parts.append("</QueueMessagesList>")
-    return document("".join(parts))
+    rows = [part for message in messages for part in _message(message, None)]
+    return document("<QueueMessagesList>" + "".join(rows) + "</QueueMessagesList>")
 
 
 def queue_list(

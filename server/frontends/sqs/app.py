@@ -26,12 +26,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ...auth import FixedPolicy, PolicyFile, Principal
-from ...core import QueueCore
+from ...auth import Principal
 from ...errors import LeaseqError
 from ...logs import request_id_var
-from ...metrics import Metrics
-from ..http_site import HttpSite
+from ..dialect import DialectFrontend
 from ..observe import count_request, log_request
 from . import protocol_json, protocol_query, sigv4
 from .actions import ACTIONS, Context
@@ -64,45 +62,14 @@ _MESSAGE_COUNTS: dict[str, tuple[str, Any]] = {
 """Action -> (Metrics counter attribute, messages its result counts)."""
 
 
-class SqsFrontend:
+class SqsFrontend(DialectFrontend):
     """The aiohttp application and its listener; `start` then `stop`."""
 
-    def __init__(
-        self,
-        core: QueueCore,
-        policy: PolicyFile | FixedPolicy | None = None,
-        *,
-        max_request_bytes: int = MAX_REQUEST_BYTES,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.core = core
-        self.policy = policy
-        self.metrics = metrics
-        self.max_request_bytes = max_request_bytes
+    DEFAULT_PORT = 9324
+    MAX_REQUEST_BYTES = MAX_REQUEST_BYTES
+
+    def _setup(self) -> None:
         self.move_tasks: dict[str, dict[str, Any]] = {}
-        self.port = 0
-        self._site: HttpSite | None = None
-
-    # --- lifecycle --------------------------------------------------------------------------
-
-    def application(self) -> web.Application:
-        # client_max_size one byte above our limit: the handler reads the body itself and
-        # answers an oversized one in SQS's shape (aiohttp's own 413 would be plain text).
-        app = web.Application(client_max_size=self.max_request_bytes + 1)
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        return app
-
-    async def start(self, listen: str, reuse_port: bool = False) -> int:
-        """Listen on "host:port" (port 0: a free one); OSError when the address is taken.
-        reuse_port: shared with the other workers of `serve --workers N` (server/workers.py)."""
-        self._site = HttpSite(self.application())
-        self.port = await self._site.start(listen, 9324, reuse_port=reuse_port)
-        return self.port
-
-    async def stop(self) -> None:
-        if self._site is not None:
-            await self._site.stop()
-            self._site = None
 
     # --- requests ---------------------------------------------------------------------------
 

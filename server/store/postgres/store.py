@@ -332,9 +332,13 @@ class PostgresStore(ChangeFeed):
 
     # -- running operations ------------------------------------------------------------------
 
-    async def _run(self, fn: Callable[[_Tx], Awaitable[T]]) -> T:
+    async def _run(self, fn: Callable[[_Tx], Awaitable[T]], one_read: bool = False) -> T:
         """Run fn in one transaction; publish what it asked to after COMMIT. Connection trouble
-        becomes Unavailable, after retries where they are safe (see the module docstring)."""
+        becomes Unavailable, after retries where they are safe (see the module docstring).
+
+        one_read: fn runs one read-only statement, which is a transaction by itself: no BEGIN
+        and COMMIT around it (two round trips of three; the service reads the queue's
+        configuration so before every send and receive)."""
         failure: BaseException | None = None
         for attempt in range(RETRIES + 1):
             pool, codec = self._pool, self._codec
@@ -344,10 +348,14 @@ class PostgresStore(ChangeFeed):
             committing = False
             try:
                 async with pool.connection() as conn:
-                    async with conn.transaction():
+                    if one_read:
                         tx = _Tx(conn, codec, clock_now)
-                        result = await fn(tx)
-                        committing = True
+                        result = await self._autocommitted(conn, fn(tx))
+                    else:
+                        async with conn.transaction():
+                            tx = _Tx(conn, codec, clock_now)
+                            result = await fn(tx)
+                            committing = True
                 self._publish(tx.published)
                 return result
             except LeaseqError:
@@ -365,6 +373,17 @@ class PostgresStore(ChangeFeed):
                 continue
         assert failure is not None
         raise _unavailable(failure) from failure
+
+    @staticmethod
+    async def _autocommitted(conn: psycopg.AsyncConnection[Any], work: Awaitable[T]) -> T:
+        """Await work on conn in autocommit mode, then back to transactions (a pooled
+        connection is shared; even left in autocommit, conn.transaction() would still BEGIN)."""
+        await conn.set_autocommit(True)
+        try:
+            return await work
+        finally:
+            if not conn.broken:
+                await conn.set_autocommit(False)
 
     async def _check_pool(self) -> None:
         """After a connection failed: drop the pool's dead connections (once, for everyone who
@@ -416,7 +435,8 @@ class PostgresStore(ChangeFeed):
                 raise QueueNotFound(name)
             return found.info()
 
-        return await self._run(op)
+        # The queue's row, no expiry sweep: nothing of QueueInfo depends on expired messages.
+        return await self._run(op, one_read=True)
 
     async def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueInfo]:
         async def op(tx: _Tx) -> list[QueueInfo]:

@@ -205,6 +205,11 @@ class SqliteStore:
     async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
         return await self._call(lambda tx: tx.send(name, messages), weight=len(messages))
 
+    async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
+        """send() of messages that are only a body, answered with their message ids: the
+        optional fast path of QueueCore.send_bodies (no NewMessage or SendOutcome per message)."""
+        return await self._call(lambda tx: tx.send_bodies(name, bodies), weight=len(bodies))
+
     async def receive(
         self,
         name: str,
