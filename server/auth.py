@@ -80,7 +80,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,20 +267,29 @@ def policy_from_data(data: object) -> Policy:
     return Policy(tuple(principals), tuple(tokens), certificates, access_keys, azure_keys)
 
 
+def _credential_pairs(
+    raw: object, where: str, key_list: str, names: tuple[str, str]
+) -> Iterator[tuple[str, str, str]]:
+    """(where, first, second) of each table of a principal's credential list `key_list` (a list
+    of {first = ..., second = ...} tables of non-empty strings; the values are never echoed)."""
+    first, second = names
+    if not isinstance(raw, list):
+        raise PolicyError(f"{where}.{key_list}: a list of {{{first} = ..., {second} = ...}} tables")
+    for index, table in enumerate(raw):
+        t_where = f"{where}.{key_list}[{index}]"
+        table = _keys(table, set(names), t_where)
+        values = table.get(first), table.get(second)
+        for name, value in zip(names, values):
+            if not isinstance(value, str) or not value:
+                raise PolicyError(f"{t_where}.{name}: required, a non-empty string")
+        yield t_where, str(values[0]), str(values[1])
+
+
 def _access_keys(
     raw: object, where: str, principal: Principal, into: dict[str, tuple[str, Principal]]
 ) -> None:
-    """A principal's access_keys: a list of {id, secret} tables (the secret is never echoed)."""
-    if not isinstance(raw, list):
-        raise PolicyError(f"{where}.access_keys: a list of {{id = ..., secret = ...}} tables")
-    for index, key in enumerate(raw):
-        k_where = f"{where}.access_keys[{index}]"
-        key = _keys(key, {"id", "secret"}, k_where)
-        key_id, secret = key.get("id"), key.get("secret")
-        if not isinstance(key_id, str) or not key_id:
-            raise PolicyError(f"{k_where}.id: required, a non-empty string")
-        if not isinstance(secret, str) or not secret:
-            raise PolicyError(f"{k_where}.secret: required, a non-empty string")
+    """A principal's access_keys: {id, secret} tables, for SigV4."""
+    for k_where, key_id, secret in _credential_pairs(raw, where, "access_keys", ("id", "secret")):
         if key_id in into:
             raise PolicyError(f"{k_where}.id: {key_id!r} is listed twice")
         into[key_id] = (secret, principal)
@@ -292,17 +301,10 @@ def _azure_keys(
     principal: Principal,
     into: dict[str, tuple[tuple[bytes, Principal], ...]],
 ) -> None:
-    """A principal's azure_keys: a list of {account, key} tables, key in base64."""
-    if not isinstance(raw, list):
-        raise PolicyError(f"{where}.azure_keys: a list of {{account = ..., key = ...}} tables")
-    for index, entry in enumerate(raw):
-        k_where = f"{where}.azure_keys[{index}]"
-        entry = _keys(entry, {"account", "key"}, k_where)
-        account, text = entry.get("account"), entry.get("key")
-        if not isinstance(account, str) or not account:
-            raise PolicyError(f"{k_where}.account: required, a non-empty string")
+    """A principal's azure_keys: {account, key} tables, key in base64, for SharedKey."""
+    for k_where, account, text in _credential_pairs(raw, where, "azure_keys", ("account", "key")):
         try:
-            key = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+            key = base64.b64decode(text, validate=True)
         except binascii.Error:
             key = b""
         if not key:

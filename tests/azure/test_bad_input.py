@@ -139,6 +139,8 @@ def test_bodies_over_the_limits(loaded):
     assert_error(raw("POST", f"{url}/messages", big), 413, "RequestBodyTooLarge", MaxLimit=str(1024 * 1024))
     huge = b"x" * (12 * 1024 * 1024 + 1)
     assert_error(raw("POST", f"{url}/messages", huge), 413, "RequestBodyTooLarge")
+    # Authentication comes first: an unsigned caller learns nothing of the limits.
+    assert_error(raw("POST", f"{url}/messages", huge, signed=False), 403, "AuthenticationFailed")
 
 
 @pytest.mark.parametrize(

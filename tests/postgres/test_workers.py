@@ -25,6 +25,7 @@ from google.protobuf import duration_pb2
 
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
+from tests.postgres.test_processes import _cross_process_wake_up
 from tests.support.postgres import store_url
 from tests.support.process import ServerProcess, free_port
 
@@ -34,7 +35,6 @@ D = duration_pb2.Duration
 MESSAGES = 4_000
 CONSUMERS = 8
 LEASE = D(seconds=600)  # longer than the test: a second delivery would be under a live lease
-WAKE_BOUND = 2.0  # one NOTIFY away; the safety-net wake-up is 10 s
 CHANNELS = 16  # enough that both workers get some (each lands on one with odds 1/2)
 # A connection of its own per channel (gRPC shares one between equal channels by default).
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
@@ -77,8 +77,9 @@ async def test_two_workers_share_one_port(schema: str, tmp_path: Path) -> None:
                 on[worker].append(stub)
             assert on[0] and on[1], "every channel landed on one worker"
             await _exactly_once(on)
-            await _wake_across_workers(on[0][0], on[1][0])
-            await _wake_across_workers(on[1][0], on[0][0])
+            # A long poll on one worker wakes on a send through the other, both ways round.
+            await _cross_process_wake_up([on[0][0], on[1][0]])
+            await _cross_process_wake_up([on[1][0], on[0][0]])
         finally:
             for channel in channels:
                 await channel.close()
@@ -132,34 +133,6 @@ async def _exactly_once(on: dict[int, list[pb_grpc.QueueServiceStub]]) -> None:
     assert set(deliveries) == sent, "a message was lost"
     assert max(deliveries.values()) == 1, "a message was delivered twice under a live lease"
     assert statuses == {pb.LEASE_STATUS_OK: MESSAGES}
-
-
-async def _wake_across_workers(
-    waiter: pb_grpc.QueueServiceStub, sender: pb_grpc.QueueServiceStub
-) -> None:
-    call = waiter.GetMessages(
-        pb.GetMessagesRequest(queue="work", max_messages=10, wait_time=D(seconds=30))
-    )
-    waiting = asyncio.create_task(_responses(call))
-    # Whether the poll is parked inside the other process cannot be observed from here (as in
-    # test_processes.py); give it a moment. Had it not parked it would find the message at
-    # once: the bound holds either way.
-    await asyncio.sleep(0.5)
-    sent = time.monotonic()
-    await sender.SendMessages(
-        pb.SendMessagesRequest(queue="work", entries=[pb.SendEntry(id="1", body=b"ping")])
-    )
-    [response] = await asyncio.wait_for(waiting, 10)
-    woke = time.monotonic() - sent
-    assert [m.body for m in response.messages] == [b"ping"]
-    assert woke < WAKE_BOUND, f"the long poll woke {woke:.3f}s after the send"
-    await waiter.DeleteMessages(
-        pb.DeleteMessagesRequest(queue="work", receipts=[m.receipt for m in response.messages])
-    )
-
-
-async def _responses(call) -> list[pb.GetMessagesResponse]:
-    return [r async for r in call]
 
 
 def test_workers_refuse_the_sqlite_store(tmp_path: Path) -> None:

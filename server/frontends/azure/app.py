@@ -1,13 +1,14 @@
 """The Azure Queue Storage endpoint: an aiohttp server on the gRPC server's own event loop (the
 one HTTP stack of every front end: sqs/app.py says why), over the same `QueueCore`.
 
-One handler takes every request: it reads at most MAX_REQUEST_BYTES, authenticates (SharedKey or
-SharedKeyLite against the policy's azure_keys; without a policy, the development account
-devstoreaccount1 with its published key, as Azurite), routes it (routing.py), runs the operation
-and answers. Every answer carries x-ms-request-id, x-ms-version, Date and the client's
-x-ms-client-request-id; every failure is Azure's XML <Error> with x-ms-error-code: bad input is a
-4xx, never a 500 (a 500 InternalError means a bug, logged with its traceback). The access log and
-the RPC metrics (service "AzureQueueStorage") get one record per request, as for SQS.
+One handler takes every request: it authenticates (SharedKey or SharedKeyLite against the
+policy's azure_keys; without a policy, the development account devstoreaccount1 with its published
+key, as Azurite) before reading the body (at most MAX_REQUEST_BYTES), routes the request
+(routing.py), runs the operation and answers. Every answer carries x-ms-request-id,
+x-ms-version, Date and the client's x-ms-client-request-id; every failure is Azure's XML <Error>
+with x-ms-error-code: bad input is a 4xx, never a 500 (a 500 InternalError means a bug, logged
+with its traceback). The access log and the RPC metrics (service "AzureQueueStorage") get one
+record per request, as for SQS.
 """
 
 from __future__ import annotations
@@ -71,11 +72,12 @@ class AzureFrontend(DialectFrontend):
     async def _handle(self, request: web.Request, request_id: str, started: float) -> web.Response:
         found: Route | None = None
         try:
-            body = await self._body(request)
+            # SharedKey signs no body: a caller that fails it costs no body read.
+            account, principal = self._authenticate(request)
             query = single(
                 {k: request.rel_url.query.getall(k) for k in request.rel_url.query.keys()}
             )
-            account, principal = self._authenticate(request)
+            body = await self._body(request)
             found = route(request.method, request.rel_url.raw_path, query)
             if found.account != account:
                 raise AzureError(
