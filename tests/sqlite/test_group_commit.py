@@ -133,3 +133,27 @@ async def test_a_full_database_fails_operations_and_then_recovers(store: SqliteS
     await run_on_writer(store, _page_limit(None))
     assert len(await store.send("q", big)) == 100
     assert (await store.stats("q")).visible == stats.visible + 100
+
+
+async def test_a_writer_shortens_the_gil_switch_interval(tmp_path) -> None:
+    """Opening the store lowers the interpreter's switch interval to writer.SWITCH_INTERVAL (so
+    the writer's SQLite steps take the GIL back without waiting 5 ms behind the event loop), and
+    never raises one that is already shorter."""
+    import sys
+
+    from leaseq.server.store.sqlite import writer
+
+    previous = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        store = SqliteStore(tmp_path / "a.db")
+        await store.open()
+        await store.close()
+        assert sys.getswitchinterval() == pytest.approx(writer.SWITCH_INTERVAL)
+        sys.setswitchinterval(0.0001)
+        store = SqliteStore(tmp_path / "b.db")
+        await store.open()
+        await store.close()
+        assert sys.getswitchinterval() == pytest.approx(0.0001)
+    finally:
+        sys.setswitchinterval(previous)
