@@ -363,48 +363,26 @@ static int uid_bytes(PyObject *queue_uid, uint8_t uid[8]) {
 
 static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-static PyObject *encode_receipts(PyObject *self, PyObject *args) {
-    PyObject *key, *queue_uid, *pairs;
-    if (!PyArg_ParseTuple(args, "OOO", &key, &queue_uid, &pairs)) return NULL;
+/* One receipt of a batch: a new reference, or NULL with an exception. */
+typedef PyObject *(*ReceiptStep)(PyObject *item, const uint64_t keyed[8], const uint8_t uid[8]);
+
+/* (blake_key, queue_uid, items) -> [step(item) for item in items]: what encode_receipts and
+   decode_receipts share. */
+static PyObject *receipt_batch(PyObject *args, ReceiptStep step) {
+    PyObject *key, *queue_uid, *items;
+    if (!PyArg_ParseTuple(args, "OOO", &key, &queue_uid, &items)) return NULL;
     uint64_t keyed[8];
     uint8_t uid[8];
     if (keyed_state(key, keyed) < 0 || uid_bytes(queue_uid, uid) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(pairs, "pairs must be a sequence");
+    PyObject *seq = PySequence_Fast(items, "expected a sequence");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject *out = PyList_New(n);
     if (out == NULL) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "expected (key, receipt_seq) tuples");
-            goto fail;
-        }
-        unsigned long long message_key = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
-        if (message_key == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
-        unsigned long long receipt_seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 1));
-        if (receipt_seq == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
-        if (receipt_seq > 0xFFFFFFFFULL) {
-            PyErr_SetString(PyExc_OverflowError, "receipt_seq out of range");
-            goto fail;
-        }
-        uint8_t raw[RAW_BYTES + 1];
-        raw[0] = 2;
-        put_be(raw + 1, message_key, 8);
-        put_be(raw + 9, receipt_seq, 4);
-        receipt_mac(keyed, raw, uid, raw + BODY_BYTES);
-        raw[RAW_BYTES] = 0;  /* the pad byte: 30 bytes = 40 characters, the last one dropped */
-        char text[40];
-        for (int g = 0; g < 10; g++) {
-            uint32_t v = ((uint32_t)raw[3 * g] << 16) | ((uint32_t)raw[3 * g + 1] << 8) | raw[3 * g + 2];
-            text[4 * g] = b64url[(v >> 18) & 63];
-            text[4 * g + 1] = b64url[(v >> 12) & 63];
-            text[4 * g + 2] = b64url[(v >> 6) & 63];
-            text[4 * g + 3] = b64url[v & 63];
-        }
-        PyObject *receipt = PyUnicode_FromStringAndSize(text, TEXT_CHARS);
-        if (receipt == NULL) goto fail;
-        PyList_SET_ITEM(out, i, receipt);
+        PyObject *item = step(PySequence_Fast_GET_ITEM(seq, i), keyed, uid);
+        if (item == NULL) goto fail;
+        PyList_SET_ITEM(out, i, item);
     }
     Py_DECREF(seq);
     return out;
@@ -412,6 +390,40 @@ fail:
     Py_XDECREF(out);
     Py_DECREF(seq);
     return NULL;
+}
+
+static PyObject *encode_step(PyObject *pair, const uint64_t keyed[8], const uint8_t uid[8]) {
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "expected (key, receipt_seq) tuples");
+        return NULL;
+    }
+    unsigned long long message_key = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
+    if (message_key == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    unsigned long long receipt_seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 1));
+    if (receipt_seq == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (receipt_seq > 0xFFFFFFFFULL) {
+        PyErr_SetString(PyExc_OverflowError, "receipt_seq out of range");
+        return NULL;
+    }
+    uint8_t raw[RAW_BYTES + 1];
+    raw[0] = 2;
+    put_be(raw + 1, message_key, 8);
+    put_be(raw + 9, receipt_seq, 4);
+    receipt_mac(keyed, raw, uid, raw + BODY_BYTES);
+    raw[RAW_BYTES] = 0;  /* the pad byte: 30 bytes = 40 characters, the last one dropped */
+    char text[40];
+    for (int g = 0; g < 10; g++) {
+        uint32_t v = ((uint32_t)raw[3 * g] << 16) | ((uint32_t)raw[3 * g + 1] << 8) | raw[3 * g + 2];
+        text[4 * g] = b64url[(v >> 18) & 63];
+        text[4 * g + 1] = b64url[(v >> 12) & 63];
+        text[4 * g + 2] = b64url[(v >> 6) & 63];
+        text[4 * g + 3] = b64url[v & 63];
+    }
+    return PyUnicode_FromStringAndSize(text, TEXT_CHARS);
+}
+
+static PyObject *encode_receipts(PyObject *self, PyObject *args) {
+    return receipt_batch(args, encode_step);
 }
 
 static int b64url_value(int c) {
@@ -467,38 +479,17 @@ static int decode_one(PyObject *receipt, const uint64_t keyed[8], const uint8_t 
     return 1;
 }
 
+static PyObject *decode_step(PyObject *receipt, const uint64_t keyed[8], const uint8_t uid[8]) {
+    unsigned long long message_key;
+    unsigned long receipt_seq;
+    int found = decode_one(receipt, keyed, uid, &message_key, &receipt_seq);
+    if (found < 0) return NULL;
+    if (!found) return Py_NewRef(Py_None);
+    return Py_BuildValue("(Kk)", message_key, receipt_seq);
+}
+
 static PyObject *decode_receipts(PyObject *self, PyObject *args) {
-    PyObject *key, *queue_uid, *receipts;
-    if (!PyArg_ParseTuple(args, "OOO", &key, &queue_uid, &receipts)) return NULL;
-    uint64_t keyed[8];
-    uint8_t uid[8];
-    if (keyed_state(key, keyed) < 0 || uid_bytes(queue_uid, uid) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(receipts, "receipts must be a sequence");
-    if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *out = PyList_New(n);
-    if (out == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned long long message_key;
-        unsigned long receipt_seq;
-        int found = decode_one(PySequence_Fast_GET_ITEM(seq, i), keyed, uid, &message_key,
-                               &receipt_seq);
-        if (found < 0) goto fail;
-        PyObject *item;
-        if (found) {
-            item = Py_BuildValue("(Kk)", message_key, receipt_seq);
-            if (item == NULL) goto fail;
-        } else {
-            item = Py_NewRef(Py_None);
-        }
-        PyList_SET_ITEM(out, i, item);
-    }
-    Py_DECREF(seq);
-    return out;
-fail:
-    Py_XDECREF(out);
-    Py_DECREF(seq);
-    return NULL;
+    return receipt_batch(args, decode_step);
 }
 
 /* --- sends: the entries of a SendMessagesRequest that are only an id and a body -------------

@@ -409,7 +409,9 @@ async def _start_console(built: LeaseqServer, security: Security | None, listen:
     """The web console over the gRPC service's core (its long polls and traffic counts)."""
     from .frontends.console.app import ConsoleFrontend
 
-    frontend = ConsoleFrontend(built.service.core, security.policy if security else None)
+    frontend = ConsoleFrontend(
+        built.service.core, security.policy if security else None, metrics=built.metrics
+    )
     await frontend.start(listen)
     log.info("web console on http://%s:%d/", listen.rpartition(":")[0] or "127.0.0.1", frontend.port)
     return frontend

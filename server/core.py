@@ -306,6 +306,7 @@ class QueueCore:
             return [outcome.message_id for outcome in outcomes]
         message_ids: list[str] = await fast(name, bodies)
         self.longpoll.sent_bodies(name, len(message_ids), default_delay)
+        self.longpoll.traffic.sent(name, len(message_ids))
         return message_ids
 
     async def receive(

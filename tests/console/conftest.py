@@ -51,6 +51,7 @@ actions = ["peek"]
 class ConsoleServer:
     process: ServerProcess
     console_port: int
+    metrics_port: int
 
     @property
     def url(self) -> str:
@@ -65,16 +66,16 @@ def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console
     directory = tmp_path_factory.mktemp("console")
     policy = directory / "policy.toml"
     policy.write_text(POLICY)
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     process = ServerProcess(
         f"sqlite:///{directory / 'leaseq.db'}",
         free_port(),
         directory / "server.log",
         ("--console-listen", f"127.0.0.1:{port}", "--auth-policy", str(policy),
-         "--log-level", "debug"),
+         "--metrics-listen", f"127.0.0.1:{metrics_port}", "--log-level", "debug"),
     )
     process.start()
-    server = ConsoleServer(process, port)
+    server = ConsoleServer(process, port, metrics_port)
     try:
         wait_listening(port, process)
         yield server

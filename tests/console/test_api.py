@@ -259,3 +259,31 @@ async def test_no_token_or_body_in_the_log(console_server, admin, client: QueueC
     log = console_server.log()
     assert "Console.POST /api/queues/{name}/messages 201" in log  # the access log is on (debug)
     assert marker not in log and ADMIN_TOKEN not in log and admin.csrf not in log
+
+
+async def _scrape(console_server) -> dict[str, float]:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{console_server.metrics_port}/metrics") as response:
+            text = await response.text()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            samples[key] = float(value)
+    return samples
+
+
+async def test_console_requests_count_in_the_metrics(console_server, admin, client: QueueClient):
+    name = unique("metered")
+    client.create_queue(name)
+    route = 'method="POST /api/queues/{name}/messages",service="Console"'
+    ok = f'leaseq_rpcs_handled_total{{code="OK",{route}}}'
+    refused = f'leaseq_rpcs_handled_total{{code="400",{route}}}'
+    before = await _scrape(console_server)
+    for _ in range(2):
+        assert (await admin.call("POST", f"/api/queues/{name}/messages", {"body": "x"}))[0] == 201
+    assert (await admin.call("POST", f"/api/queues/{name}/messages", {"body": 1}))[0] == 400
+    after = await _scrape(console_server)
+    assert after[ok] - before.get(ok, 0.0) == 2
+    assert after[refused] - before.get(refused, 0.0) == 1
+    assert after[f'leaseq_messages_sent_total{{queue="{name}"}}'] == 2

@@ -23,6 +23,7 @@ from ...core import QueueCore
 from ...errors import InvalidArgument, clip
 from ...store.base import MessageState, NewMessage, PeekedMessage, QueueConfig, QueueInfo, QueueStats
 from ...traffic import WINDOW_SECONDS
+from .history import DepthHistory
 
 MAX_QUEUES = 50  # queues of one overview page (each costs one stats read per refresh)
 MAX_MESSAGES = 200  # messages of one list page
@@ -196,9 +197,6 @@ def info_json(info: QueueInfo) -> dict[str, Any]:
     }
 
 
-def series_json(core: QueueCore, queue: str, seconds: int) -> dict[str, list[int]]:
-    sent, acked = core.longpoll.traffic.series(queue, seconds)
-    return {"sent": sent, "acked": acked}
 
 
 # --- handlers ---------------------------------------------------------------------------------
@@ -207,6 +205,14 @@ def series_json(core: QueueCore, queue: str, seconds: int) -> dict[str, list[int
 class Api:
     def __init__(self, core: QueueCore) -> None:
         self.core = core
+        self.depths = DepthHistory()
+
+    def series(self, queue: str, stats: QueueStats, seconds: int) -> dict[str, list[Any]]:
+        """The chart's data: sent and acked per second (every front end, traffic.py) and the
+        depth as console pages saw it (history.py), this read included."""
+        self.depths.record(queue, stats.total)
+        sent, acked = self.core.longpoll.traffic.series(queue, seconds)
+        return {"sent": sent, "acked": acked, "depth": self.depths.series(queue, seconds)}
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -248,7 +254,7 @@ class Api:
                     "name": info.name,
                     "dead_letter_queue": info.config.dead_letter_queue,
                     "stats": stats_json(stat, with_channels=False),
-                    "rates": series_json(self.core, info.name, OVERVIEW_SECONDS),
+                    "rates": self.series(info.name, stat, OVERVIEW_SECONDS),
                     "can": can(self.core, principal, info.name),
                 }
             )
@@ -276,7 +282,7 @@ class Api:
         out = info_json(info)
         out.update(
             stats=stats_json(stats, with_channels=True),
-            rates=series_json(self.core, name, QUEUE_SECONDS),
+            rates=self.series(name, stats, QUEUE_SECONDS),
             can=can(self.core, principal, name),
             server_time=self.core.now(),
         )
@@ -292,6 +298,7 @@ class Api:
 
     async def delete_queue(self, request: web.Request) -> web.Response:
         await self.core.delete_queue(self.principal(request), request.match_info["name"])
+        self.depths.forget(request.match_info["name"])
         return web.json_response({"deleted": True})
 
     async def purge(self, request: web.Request) -> web.Response:

@@ -40,8 +40,9 @@ from ...errors import (
     Unavailable,
 )
 from ...logs import request_id_var
+from ...metrics import Metrics
 from ..http_site import HttpSite
-from ..observe import log_request
+from ..observe import count_request, log_request
 from .api import Api, ApiError, json_body
 from .sessions import COOKIE, CSRF_HEADER, Session, Sessions
 
@@ -58,6 +59,7 @@ _CSP = (
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
+_METHODS = frozenset({"GET", "HEAD", "POST", "PATCH", "DELETE"})
 
 
 def _status_of(error: LeaseqError) -> tuple[int, str]:
@@ -87,9 +89,16 @@ def error_response(status: int, code: str, message: str, field: str = "") -> web
 class ConsoleFrontend:
     """The console's application and listener; `start` then `stop`."""
 
-    def __init__(self, core: QueueCore, policy: PolicyFile | FixedPolicy | None = None) -> None:
+    def __init__(
+        self,
+        core: QueueCore,
+        policy: PolicyFile | FixedPolicy | None = None,
+        *,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.core = core
         self.policy = policy
+        self.metrics = metrics
         self.sessions = Sessions()
         self.api = Api(core)
         self.port = 0
@@ -137,6 +146,8 @@ class ConsoleFrontend:
         if request.path.startswith("/api/"):
             response.headers["Cache-Control"] = "no-store"
             self._log(request, response.status, started)
+            if self.metrics is not None:
+                self._count(request, response.status, started)
         return response
 
     async def _guarded(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -246,6 +257,25 @@ class ConsoleFrontend:
         return self._answer(self.sessions.new(), None)
 
     # --- the access log -----------------------------------------------------------------------
+
+    def _count(self, request: web.Request, status: int, started: float) -> None:
+        """The RPC metrics (service "Console", method the route pattern: a fixed set, never
+        client text; code "OK" or the HTTP status); messages sent and deleted count per queue
+        as gRPC's do."""
+        assert self.metrics is not None
+        route = _route(request)
+        # A label from a fixed set: the routes' patterns with their methods, else "-".
+        method = f"{request.method} {route}" if route != "-" and request.method in _METHODS else "-"
+        handler = request.match_info.route.handler
+        messages = None
+        if status < 400 and handler == self.api.send:
+            messages = ("sent", 1)
+        elif status < 400 and handler == self.api.delete_message:
+            messages = ("deleted", 1)
+        count_request(
+            self.metrics, SERVICE, method, "OK" if status < 400 else str(status), started,
+            request.match_info.get("name") or "", messages,
+        )
 
     @staticmethod
     def _log(request: web.Request, status: int, started: float) -> None:

@@ -4,11 +4,9 @@
 "use strict";
 
 const main = document.getElementById("main");
-const HISTORY = 120; // depth samples kept per queue for the charts (one a second)
 let session = null;
 let timer = null;
 let clockSkew = 0; // server time - browser time, seconds
-const depthHistory = new Map(); // queue -> [depth, ...], oldest first
 
 // --- helpers -----------------------------------------------------------------------------------
 
@@ -118,27 +116,29 @@ function fmtSeconds(s) {
 
 const qLink = (name) => `#/q/${encodeURIComponent(name)}`;
 
-function recordDepth(name, depth) {
-  const list = depthHistory.get(name) || [];
-  list.push(depth);
-  if (list.length > HISTORY) list.shift();
-  depthHistory.set(name, list);
-}
-
 function mean(list, n) {
   const tail = list.slice(-n);
   return tail.length ? tail.reduce((a, b) => a + b, 0) / tail.length : 0;
 }
 
-// A small chart: depth (left scale) and send/ack rates (right scale) over the last minutes.
-function chart(depths, rates, width, height) {
+// A small chart: depth (left scale) and send/ack rates (right scale) per second over the last
+// minutes; the depth has gaps where no console page looked at the queue.
+function chart(rates, width, height) {
   const n = Math.max(rates.sent.length, 2);
-  const line = (values, max, cls) => {
-    const offset = n - values.length;
-    const points = values.map((v, i) =>
-      `${(((offset + i) / (n - 1)) * width).toFixed(1)},${(height - 2 - (v / (max || 1)) * (height - 4)).toFixed(1)}`);
-    return svg("polyline", { class: cls, points: points.join(" ") });
+  const x = (i) => ((i / (n - 1)) * width).toFixed(1);
+  const y = (v, max) => (height - 2 - (v / (max || 1)) * (height - 4)).toFixed(1);
+  const lines = (values, max, cls) => {
+    const runs = [[]];
+    values.forEach((v, i) => {
+      if (v === null) { if (runs[runs.length - 1].length) runs.push([]); return; }
+      runs[runs.length - 1].push(`${x(i)},${y(v, max)}`);
+    });
+    // A lone sample is drawn as a short tick so that it shows.
+    return runs.filter((r) => r.length).map((r) => svg("polyline", {
+      class: cls, points: r.length > 1 ? r.join(" ") : `${r[0]} ${(+r[0].split(",")[0] + 2).toFixed(1)},${r[0].split(",")[1]}`,
+    }));
   };
+  const depths = rates.depth.filter((v) => v !== null);
   const rateMax = Math.max(1, ...rates.sent, ...rates.acked);
   const depthMax = Math.max(1, ...depths);
   const title = svg("title");
@@ -147,8 +147,8 @@ function chart(depths, rates, width, height) {
   return svg("svg", { class: "chart", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" },
     title,
     svg("rect", { x: 0, y: 0, width, height, fill: "#f8fafc", stroke: "#e2e5ec" }),
-    line(rates.sent, rateMax, "sent"), line(rates.acked, rateMax, "acked"),
-    line(depths.slice(-n), depthMax, "depth"));
+    ...lines(rates.sent, rateMax, "sent"), ...lines(rates.acked, rateMax, "acked"),
+    ...lines(rates.depth, depthMax, "depth"));
 }
 
 function legend() {
@@ -197,7 +197,7 @@ async function overview(after) {
   const table = h("table", { id: "queues" });
   const pager = h("div", { class: "pager" });
   const parts = [h("h1", {}, "Queues"),
-    h("div", { class: "card" }, table, pager, h("p", { class: "muted" }, "Counts refresh every second; rates are the mean of the last 5 s; charts show the rates of the last minute and the depth since this page opened."),
+    h("div", { class: "card" }, table, pager, h("p", { class: "muted" }, "Counts refresh every second; rates are the mean of the last 5 s; charts show the last minute (depth: as console pages saw it)."),
       legend())];
   if (session.may_create) parts.push(newQueueForm());
   main.replaceChildren(...parts);
@@ -207,7 +207,6 @@ async function overview(after) {
     const head = h("tr", {}, ["Queue", "Visible", "Leased", "Delayed", "Total", "Dead-lettered",
       "Sent/s", "Acked/s", "Last minute"].map((t, i) => h("th", { class: i && i < 8 ? "num" : "" }, t)));
     const rows = data.queues.map((q) => {
-      recordDepth(q.name, q.stats.total);
       const cell = (key, value) => h("td", { class: "num", dataset: { q: q.name, k: key } }, value);
       return h("tr", {},
         h("td", {}, h("a", { href: qLink(q.name) }, q.name),
@@ -216,7 +215,7 @@ async function overview(after) {
         cell("delayed", fmtNumber(q.stats.delayed)), cell("total", fmtNumber(q.stats.total)),
         cell("dead_lettered", fmtNumber(q.stats.dead_lettered_total)),
         cell("sent_rate", fmtRate(mean(q.rates.sent, 5))), cell("acked_rate", fmtRate(mean(q.rates.acked, 5))),
-        h("td", {}, chart(depthHistory.get(q.name), q.rates, 200, 34)));
+        h("td", {}, chart(q.rates, 200, 34)));
     });
     if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No queues yet.")));
     table.replaceChildren(h("thead", {}, head), h("tbody", {}, rows));
@@ -302,7 +301,6 @@ async function queuePage(name) {
     info = await api("GET", `/api/queues/${encodeURIComponent(name)}`);
     clockSkew = info.server_time - Date.now() / 1000;
     const s = info.stats;
-    recordDepth(name, s.total);
     const count = (key, label, value) => h("div", { class: "count" }, h("b", { id: `count-${key}` }, value), h("span", {}, label));
     counts.replaceChildren(count("visible", "visible", fmtNumber(s.visible)), count("leased", "leased", fmtNumber(s.leased)),
       count("delayed", "delayed", fmtNumber(s.delayed)), count("total", "total", fmtNumber(s.total)),
@@ -312,7 +310,7 @@ async function queuePage(name) {
       count("age", "oldest visible", fmtSeconds(Math.round(s.oldest_visible_age))),
       count("sent_rate", "sent/s", fmtRate(mean(info.rates.sent, 5))),
       count("acked_rate", "acked/s", fmtRate(mean(info.rates.acked, 5))));
-    chartBox.replaceChildren(chart(depthHistory.get(name), info.rates, 560, 90));
+    chartBox.replaceChildren(chart(info.rates, 560, 90));
     channels.replaceChildren(h("thead", {}, h("tr", {}, ["Channel", "Visible", "Leased", "Delayed", "Total"].map((t, i) => h("th", { class: i ? "num" : "" }, t)))),
       h("tbody", {}, s.channels.length ? s.channels.map((c) => h("tr", {},
         h("td", {}, c.channel === "" ? h("span", { class: "muted" }, "(default)") : c.channel),
