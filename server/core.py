@@ -183,6 +183,25 @@ class QueueCore:
         self._grant(principal, ANY, name)
         return await self.store.get_queue(name)
 
+    async def queue_metadata(
+        self, principal: Principal | None, names: list[str]
+    ) -> dict[str, dict[str, str]]:
+        """The metadata of those named queues that have any and on which the principal holds
+        some action (as get_queue); others are left out."""
+        self._ready()
+        return await self.store.queue_metadata(
+            [name for name in names if self.allows(principal, ANY, name)]
+        )
+
+    async def set_queue_metadata(
+        self, principal: Principal | None, name: str, metadata: dict[str, str]
+    ) -> None:
+        """Replace the queue's metadata (admin, as other changes of a queue)."""
+        self._ready()
+        validation.queue_name(name)
+        self._grant(principal, _ADMIN, name)
+        await self.store.set_queue_metadata(name, metadata)
+
     async def update_queue(
         self, principal: Principal | None, name: str, changes: dict[str, Any]
     ) -> QueueInfo:

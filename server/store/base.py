@@ -89,7 +89,7 @@ limited.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -401,6 +401,16 @@ class Store(Protocol):
     async def purge_queue(self, name: str) -> int:
         """Delete every message (all states), returning how many. Not counted in deleted_total,
         no tombstones."""
+        ...
+
+    async def queue_metadata(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The metadata (free-form name -> value pairs, as Azure's x-ms-meta-* headers) of the
+        named queues that have any; queues without metadata, or missing, are left out."""
+        ...
+
+    async def set_queue_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
+        """Replace the queue's metadata (empty: none). It lives and dies with the queue: a queue
+        deleted and created again starts without. QueueNotFound when the queue is missing."""
         ...
 
     async def stats(self, name: str) -> QueueStats: ...

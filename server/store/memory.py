@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..clock import Clock, SystemClock
@@ -117,6 +117,7 @@ class _Queue:
     tombstone_order: deque[tuple[float, int]] = field(default_factory=deque)
     dedup: dict[str, _Dedup] = field(default_factory=dict)
     dedup_expiries: list[tuple[float, str]] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
     dead_lettered_total: int = 0
     expired_total: int = 0
     deleted_total: int = 0
@@ -190,6 +191,13 @@ class MemoryStore:
         if users:
             raise QueueInUse(name, users[0])
         del self._queues[name]
+
+    async def queue_metadata(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        found = (self._queues.get(name) for name in names)
+        return {q.info.name: dict(q.metadata) for q in found if q is not None and q.metadata}
+
+    async def set_queue_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
+        self._queue(name).metadata = dict(metadata)
 
     async def purge_queue(self, name: str) -> int:
         queue = self._open_queue(name, self.clock.now())

@@ -7,7 +7,9 @@ import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.queue import QueueClient, QueueServiceClient
 
-from .conftest import connection_string, raw, unique
+from tests.support import http_frontend
+
+from .conftest import FAULT, connection_string, raw, unique
 
 
 def test_create_with_metadata_then_properties_count_every_message(azure_server, grpc_client):
@@ -130,3 +132,20 @@ def test_answers_carry_request_id_version_date_and_echo_the_client_request_id(az
     assert meta.status_code == 200
     assert meta.headers["x-ms-meta-color"] == "blue"
     assert meta.headers["x-ms-approximate-messages-count"] == "0"
+
+
+def test_metadata_is_kept_by_the_store_across_a_restart(tmp_path):
+    server = http_frontend.start("--azure-listen", f"sqlite:///{tmp_path / 'q.db'}", tmp_path)
+    try:
+        client = QueueClient.from_connection_string(connection_string(server), unique(), retry_total=0)
+        client.create_queue(metadata={"team": "orders"})
+        client.set_queue_metadata({"team": "billing", "tier": "1"})
+        assert server.process.terminate() == 0
+        server.process.start()
+        http_frontend.wait_listening(server.port, server.process)
+        assert client.get_queue_properties().metadata == {"team": "billing", "tier": "1"}
+        with pytest.raises(ResourceExistsError) as other:  # the same rule as before the restart
+            client.create_queue(metadata={"team": "orders"})
+        assert other.value.status_code == 409
+    finally:
+        http_frontend.stop(server, FAULT)

@@ -154,3 +154,34 @@ async def test_purge_deletes_every_state_and_counts(store: Store, clock) -> None
     assert await store.purge_queue(Q) == 0
     await send(store, Q, "after")
     assert len(await receive(store, Q, 10)) == 1
+
+
+# --- queue metadata (Azure's x-ms-meta-* pairs) -------------------------------------------------
+
+
+async def test_queue_metadata_is_set_replaced_and_cleared(store: Store) -> None:
+    await make_queue(store)
+    await make_queue(store, "other")
+    assert await store.queue_metadata([Q, "other", "missing"]) == {}
+    await store.set_queue_metadata(Q, {"owner": "ada", "Team_2": "é ü"})
+    assert await store.queue_metadata([Q, "other", "missing"]) == {
+        Q: {"owner": "ada", "Team_2": "é ü"}
+    }
+    await store.set_queue_metadata(Q, {"owner": "grace"})  # a set replaces the whole map
+    assert await store.queue_metadata([Q]) == {Q: {"owner": "grace"}}
+    await store.set_queue_metadata(Q, {})
+    assert await store.queue_metadata([Q]) == {}
+
+
+async def test_queue_metadata_of_a_missing_queue_is_queue_not_found(store: Store) -> None:
+    with pytest.raises(QueueNotFound):
+        await store.set_queue_metadata("missing", {"a": "b"})
+
+
+async def test_a_queue_created_again_starts_without_metadata(store: Store) -> None:
+    await make_queue(store)
+    await store.set_queue_metadata(Q, {"owner": "ada"})
+    await store.delete_queue(Q)
+    assert await store.queue_metadata([Q]) == {}
+    await make_queue(store)
+    assert await store.queue_metadata([Q]) == {}

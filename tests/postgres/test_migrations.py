@@ -34,7 +34,8 @@ async def test_replicas_starting_at_once_create_the_schema_once(schema: str, url
     await asyncio.gather(*(s.open() for s in stores))
     try:
         assert _tables(schema) == {
-            "meta", "queues", "queue_counters", "messages", "tombstones", "dedup", "attempts"
+            "meta", "queues", "queue_counters", "messages", "tombstones", "dedup", "attempts",
+            "queue_metadata",
         }
         assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
         # One signing key, shared: every replica accepts every replica's receipts.

@@ -32,7 +32,6 @@ from .errors import (
     AzureError,
     from_domain,
 )
-from .metadata import MetadataTable
 from .operations import OPERATIONS, Answer, Request
 from .parameters import check_timeout, single
 from .routing import Route, route
@@ -54,9 +53,6 @@ class AzureFrontend(DialectFrontend):
 
     DEFAULT_PORT = DEFAULT_PORT
     MAX_REQUEST_BYTES = MAX_REQUEST_BYTES
-
-    def _setup(self) -> None:
-        self.metadata = MetadataTable()
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -94,7 +90,6 @@ class AzureFrontend(DialectFrontend):
                     body,
                     principal,
                     self.core,
-                    self.metadata,
                     f"{request.scheme}://{request.host}/{found.account}/",
                 )
             )

@@ -89,7 +89,8 @@ def out_of_range(name: str, value: str, minimum: object, maximum: object) -> Azu
 def invalid_query(name: str, value: str, reason: str) -> AzureError:
     return AzureError(
         INVALID_QUERY,
-        "Value for one of the query parameters specified in the request URI is invalid.",
+        "Value for one of the query parameters specified in the request URI is invalid: "
+        f"{name} ({reason})",
         {"QueryParameterName": name, "QueryParameterValue": value, "Reason": reason},
     )
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ... import validation
 from ...auth import Principal
-from ...core import PermissionDenied, QueueCore
+from ...core import QueueCore
 from ...errors import InvalidArgument, LeaseRejected, QueueNotFound
 from ...store.base import NewMessage, QueueConfig, QueueInfo
 from . import metadata as meta
@@ -33,7 +33,6 @@ from .times import rfc1123
 # Azure's queue names (Create Queue): 3-63 of a-z 0-9 -, alphanumeric at both ends, no "--".
 _AZURE_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
 _LEASEQ_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
-_ADMIN = frozenset({"admin"})
 
 AZURE_QUEUE = QueueConfig(message_retention=validation._CONFIG_DURATIONS["message_retention"][1])
 """A queue created through Azure: leaseq's defaults, except the longest retention leaseq allows
@@ -48,7 +47,6 @@ class Request:
     body: bytes
     principal: Principal | None
     core: QueueCore
-    metadata: meta.MetadataTable
     service_endpoint: str  # "http://host:port/<account>/", for List Queues
 
 
@@ -102,12 +100,14 @@ async def create_queue(request: Request) -> Answer:
     except QueueNotFound:
         info = None
     if info is None:
-        info = await core.create_queue(request.principal, name, AZURE_QUEUE)
-        request.metadata.set(name, info.create_time, metadata)
+        await core.create_queue(request.principal, name, AZURE_QUEUE)
+        if metadata:
+            await core.set_queue_metadata(request.principal, name, metadata)
         return Answer(201)
     # Azure: an existing queue with the same metadata is 204 (the SDK raises ResourceExistsError
     # for it), with other metadata 409 QueueAlreadyExists.
-    if request.metadata.get(name, info.create_time) != metadata:
+    existing = await core.queue_metadata(request.principal, [name])
+    if existing.get(name, {}) != metadata:
         raise AzureError(QUEUE_ALREADY_EXISTS, "The specified queue already exists.")
     return Answer(204)
 
@@ -115,15 +115,15 @@ async def create_queue(request: Request) -> Answer:
 async def delete_queue(request: Request) -> Answer:
     name = _queue_name(request)
     await request.core.delete_queue(request.principal, name)
-    request.metadata.forget(name)
     return Answer(204)
 
 
 async def get_queue_metadata(request: Request) -> Answer:
     name = _queue_name(request)
-    info = await request.core.get_queue(request.principal, name)
+    await request.core.get_queue(request.principal, name)
     stats = await request.core.stats(request.principal, name)
-    headers = meta.to_headers(request.metadata.get(name, info.create_time))
+    stored = await request.core.queue_metadata(request.principal, [name])
+    headers = meta.to_headers(stored.get(name, {}))
     # Azure's count includes invisible messages: leaseq's total (visible, leased and delayed).
     headers["x-ms-approximate-messages-count"] = str(stats.total)
     return Answer(200, headers=headers)
@@ -132,11 +132,9 @@ async def get_queue_metadata(request: Request) -> Answer:
 async def set_queue_metadata(request: Request) -> Answer:
     name = _queue_name(request)
     metadata = meta.from_headers(request.headers)
-    info = await request.core.get_queue(request.principal, name)
-    if not request.core.allows(request.principal, _ADMIN, name):
-        assert request.principal is not None
-        raise PermissionDenied(request.principal.name, "admin", name)
-    request.metadata.set(name, info.create_time, metadata)
+    # A missing queue is QueueNotFound for whoever may see it, before the admin check.
+    await request.core.get_queue(request.principal, name)
+    await request.core.set_queue_metadata(request.principal, name, metadata)
     return Answer(204)
 
 
@@ -161,9 +159,9 @@ async def list_queues(request: Request) -> Answer:
             request.principal, prefix or "", after, limit or params.MAX_LIST_RESULTS
         )
         queues, more = page.queues, page.more
-    listed = [
-        (q.name, request.metadata.get(q.name, q.create_time) if include else None) for q in queues
-    ]
+    names = [q.name for q in queues] if include else []
+    stored = await request.core.queue_metadata(request.principal, names) if names else {}
+    listed = [(q.name, stored.get(q.name, {}) if include else None) for q in queues]
     next_marker = request.core.tokens.encode_list(prefix or "", queues[-1].name) if more else ""
     body = xml_bodies.queue_list(
         request.service_endpoint,

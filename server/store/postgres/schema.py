@@ -123,6 +123,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX attempts_age ON {schema}.attempts (until)",
         ],
     ),
+    (
+        2,
+        [
+            # Free-form name -> value pairs of a queue (Azure's queue metadata); delete_queue
+            # removes its row with the queue's other rows.
+            """
+            CREATE TABLE {schema}.queue_metadata (
+                queue    bigint PRIMARY KEY,
+                metadata jsonb NOT NULL
+            )
+            """,
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

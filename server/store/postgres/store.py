@@ -8,11 +8,12 @@ import logging
 import math
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg.errors import DeadlockDetected, SerializationFailure
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ...clock import Clock
@@ -464,6 +465,33 @@ class PostgresStore(ChangeFeed):
 
         return await self._run(op)
 
+    async def queue_metadata(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        async def op(tx: _Tx) -> dict[str, dict[str, str]]:
+            rows = await tx.rows(
+                "SELECT q.name, m.metadata FROM queues q JOIN queue_metadata m ON m.queue = q.id"
+                " WHERE q.name = ANY(%(names)s)",
+                {"names": list(names)},
+            )
+            return {name: dict(metadata) for name, metadata in rows}
+
+        return await self._run(op, one_read=True)
+
+    async def set_queue_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
+        async def op(tx: _Tx) -> None:
+            found = await tx.find_queue(name, "FOR KEY SHARE")
+            if found is None:
+                raise QueueNotFound(name)
+            if metadata:
+                await tx.conn.execute(
+                    "INSERT INTO queue_metadata (queue, metadata) VALUES (%s, %s)"
+                    " ON CONFLICT (queue) DO UPDATE SET metadata = EXCLUDED.metadata",
+                    (found.id, Jsonb(dict(metadata))),
+                )
+            else:
+                await tx.conn.execute("DELETE FROM queue_metadata WHERE queue = %s", (found.id,))
+
+        await self._run(op)
+
     async def delete_queue(self, name: str) -> None:
         async def op(tx: _Tx) -> None:
             # Deleting the row first waits for the senders holding it (FOR KEY SHARE); then the
@@ -482,7 +510,7 @@ class PostgresStore(ChangeFeed):
             user = await cur.fetchone()
             if user is not None:
                 raise QueueInUse(name, user[0])  # rolls the delete back
-            for table in ("messages", "queue_counters", "dedup", "attempts"):
+            for table in ("messages", "queue_counters", "dedup", "attempts", "queue_metadata"):
                 await tx.conn.execute(f"DELETE FROM {table} WHERE queue = %s", (queue_id,))
             tx.published.add(name)
 

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from ...receipts import new_signing_key
 from ..base import QueueConfig
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: one tombstone row per deleted message. 2: one row per run of consecutive keys deleted by one
 operation with the same receipt_seq. 3: message counts by channel kept in channel_counts, and the
 messages_enqueued index, so that stats read no more than the queue's unavailable messages
@@ -70,6 +70,12 @@ CREATE INDEX IF NOT EXISTS messages_attempt ON messages (queue, attempt_id)
 CREATE INDEX IF NOT EXISTS messages_channel ON messages (queue, channel, visible_at)
     WHERE channel != '';
 CREATE INDEX IF NOT EXISTS messages_enqueued ON messages (queue, enqueued_at);
+
+-- Free-form name -> value pairs of a queue (Azure's queue metadata), a JSON object.
+CREATE TABLE IF NOT EXISTS queue_metadata (
+    queue    INTEGER PRIMARY KEY REFERENCES queues (id) ON DELETE CASCADE,
+    metadata TEXT NOT NULL
+);
 
 -- How many messages each channel of a queue holds, kept by every operation that adds or removes
 -- messages (stats_scan reads it instead of counting a whole queue).
@@ -134,6 +140,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "INSERT INTO channel_counts (queue, channel, total)"
         " SELECT queue, channel, COUNT(*) FROM messages GROUP BY queue, channel",
     ],
+    4: [],  # queue_metadata is made by the schema statements (IF NOT EXISTS)
 }
 
 # --- statements used on hot paths (module constants so the query-plan tests check these) ------

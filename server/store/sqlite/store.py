@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -185,6 +185,12 @@ class SqliteStore:
             await self._call(lambda tx: tx.delete_queue(name))
         finally:
             self._queues.pop(name, None)  # a get_queue may have cached it again meanwhile
+
+    async def queue_metadata(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        return await self._call(lambda tx: tx.queue_metadata(names))
+
+    async def set_queue_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
+        await self._call(lambda tx: tx.set_queue_metadata(name, metadata))
 
     async def purge_queue(self, name: str) -> int:
         return await self._call(lambda tx: tx.purge_queue(name))

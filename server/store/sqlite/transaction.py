@@ -8,7 +8,7 @@ import math
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, itemgetter
@@ -410,6 +410,31 @@ class _Tx:
             raise QueueInUse(name, user[0])
         # ON DELETE CASCADE removes its messages, dedup and attempt rows in the same statement.
         self.conn.execute("DELETE FROM queues WHERE id = ?", (found.id,))
+
+    def queue_metadata(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        for chunk in _chunks(list(names)):
+            found.update(
+                (name, json.loads(text))
+                for name, text in self.conn.execute(
+                    "SELECT q.name, m.metadata FROM queues q JOIN queue_metadata m ON m.queue = q.id"
+                    f" WHERE q.name IN ({', '.join('?' * len(chunk))})",
+                    list(chunk),
+                )
+            )
+        return found
+
+    def set_queue_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
+        found = self.find_queue(name)
+        if found is None:
+            raise QueueNotFound(name)
+        if metadata:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO queue_metadata (queue, metadata) VALUES (?, ?)",
+                (found.id, json.dumps(dict(metadata), separators=(",", ":"), ensure_ascii=False)),
+            )
+        else:
+            self.conn.execute("DELETE FROM queue_metadata WHERE queue = ?", (found.id,))
 
     def purge_queue(self, name: str) -> int:
         found = self.queue(name)
