@@ -496,6 +496,7 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     for (int shift = 0; shift < 64; shift += 7) {
         if (*p >= end) return -1;
         uint8_t byte = *(*p)++;
+        if (shift == 63 && byte > 1) return -1;  /* beyond 64 bits: protobuf refuses it */
         v |= (uint64_t)(byte & 0x7F) << shift;
         if (!(byte & 0x80)) {
             *out = v;
@@ -557,6 +558,7 @@ static PyObject *plain_entries(PyObject *self, PyObject *data) {
         if (read_varint(&p, end, &tag) < 0) goto not_plain;
         uint64_t field = tag >> 3;
         int type = (int)(tag & 7);
+        if (field == 0 || field > 0x1FFFFFFF || tag > 0xFFFFFFFF) goto not_plain;  /* invalid */
         if (field == 2 && type == 2) {
             if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p)) goto not_plain;
             const uint8_t *id, *body;
