@@ -50,13 +50,20 @@ static int put_byte(Buf *b, unsigned char c) {
     return 0;
 }
 
-static int put_varint(Buf *b, uint64_t v) {
-    if (reserve(b, 10) < 0) return -1;
+/* v as a varint at out (room for 10 bytes): how many bytes it took. */
+static Py_ssize_t varint_into(char *out, uint64_t v) {
+    Py_ssize_t n = 0;
     while (v >= 0x80) {
-        b->data[b->len++] = (char)((v & 0x7F) | 0x80);
+        out[n++] = (char)((v & 0x7F) | 0x80);
         v >>= 7;
     }
-    b->data[b->len++] = (char)v;
+    out[n++] = (char)v;
+    return n;
+}
+
+static int put_varint(Buf *b, uint64_t v) {
+    if (reserve(b, 10) < 0) return -1;
+    b->len += varint_into(b->data + b->len, v);
     return 0;
 }
 
@@ -108,28 +115,18 @@ static int put_timestamp_field(Buf *b, unsigned char tag, PyObject *when) {
         nanos += 1000000000;
         whole -= 1;
     }
-    char inner[24];
-    Buf message = {inner, 0, sizeof inner};  /* never grows: at most 1 + 10 + 1 + 5 bytes */
+    char message[24];  /* at most 1 + 10 + 1 + 5 bytes */
+    Py_ssize_t len = 0;
     if (whole != 0) {
-        message.data[message.len++] = 0x08;
-        uint64_t v = (uint64_t)whole;
-        while (v >= 0x80) {
-            message.data[message.len++] = (char)((v & 0x7F) | 0x80);
-            v >>= 7;
-        }
-        message.data[message.len++] = (char)v;
+        message[len++] = 0x08;
+        len += varint_into(message + len, (uint64_t)whole);
     }
     if (nanos != 0) {
-        message.data[message.len++] = 0x10;
-        uint64_t v = (uint64_t)nanos;
-        while (v >= 0x80) {
-            message.data[message.len++] = (char)((v & 0x7F) | 0x80);
-            v >>= 7;
-        }
-        message.data[message.len++] = (char)v;
+        message[len++] = 0x10;
+        len += varint_into(message + len, (uint64_t)nanos);
     }
-    if (put_byte(b, tag) < 0 || put_varint(b, (uint64_t)message.len) < 0) return -1;
-    return put(b, message.data, message.len);
+    if (put_byte(b, tag) < 0 || put_varint(b, (uint64_t)len) < 0) return -1;
+    return put(b, message, len);
 }
 
 static PyObject *name_message_id, *name_receipt, *name_body, *name_attributes, *name_channel,
@@ -225,14 +222,8 @@ static PyObject *encode_received(PyObject *self, PyObject *messages) {
         if (encode_one(&inner, PySequence_Fast_GET_ITEM(seq, i)) < 0) goto fail;
         /* the entry: tag 1 (0x0a), the length, the message */
         char head[11];
-        Py_ssize_t head_len = 1;
         head[0] = 0x0a;
-        uint64_t v = (uint64_t)inner.len;
-        while (v >= 0x80) {
-            head[head_len++] = (char)((v & 0x7F) | 0x80);
-            v >>= 7;
-        }
-        head[head_len++] = (char)v;
+        Py_ssize_t head_len = 1 + varint_into(head + 1, (uint64_t)inner.len);
         PyObject *entry = PyBytes_FromStringAndSize(NULL, head_len + inner.len);
         if (entry == NULL) goto fail;
         memcpy(PyBytes_AS_STRING(entry), head, (size_t)head_len);
@@ -505,6 +496,7 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     for (int shift = 0; shift < 64; shift += 7) {
         if (*p >= end) return -1;
         uint8_t byte = *(*p)++;
+        if (shift == 63 && byte > 1) return -1;  /* beyond 64 bits: protobuf refuses it */
         v |= (uint64_t)(byte & 0x7F) << shift;
         if (!(byte & 0x80)) {
             *out = v;
@@ -566,6 +558,7 @@ static PyObject *plain_entries(PyObject *self, PyObject *data) {
         if (read_varint(&p, end, &tag) < 0) goto not_plain;
         uint64_t field = tag >> 3;
         int type = (int)(tag & 7);
+        if (field == 0 || field > 0x1FFFFFFF || tag > 0xFFFFFFFF) goto not_plain;  /* invalid */
         if (field == 2 && type == 2) {
             if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p)) goto not_plain;
             const uint8_t *id, *body;
