@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from leaseq.client import LeaseqError
 
@@ -31,6 +32,8 @@ from .message_cmds import peek, receive, redrive, send
 from .queue_cmds import queue_group
 from .serve_cmd import serve
 
+COMMANDLINE = ParameterSource.COMMANDLINE
+
 
 class LeaseqGroup(click.Group):
     """Turns client errors into a one-line message and exit status 1 (never a traceback)."""
@@ -42,6 +45,11 @@ class LeaseqGroup(click.Group):
             raise click.ClickException(describe(e, ctx.meta.get(TARGET_KEY))) from e
 
 
+# Commands that do not read the group's connection options (serve and bench have options of
+# their own): given before them on the command line, those options would be silently ignored.
+_NOT_CLIENT_COMMANDS = ("serve", "bench", "auth")
+
+
 @click.group(cls=LeaseqGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="leaseq")
 @group_client_options
@@ -51,6 +59,20 @@ def cli(**connection: object) -> None:
     The connection options and --json may also follow the command
     (leaseq queue list --target HOST:PORT); there they win over these.
     """
+    ctx = click.get_current_context()
+    command = ctx.invoked_subcommand
+    if command not in _NOT_CLIENT_COMMANDS:
+        return
+    for param in ctx.command.params:
+        if param.name in connection and ctx.get_parameter_source(param.name) is COMMANDLINE:
+            option = param.opts[0]
+            where = f"; give it after the command (leaseq bench ... {option})" if (
+                command == "bench" and option in ("--target", "--json")
+            ) else ""
+            raise click.UsageError(
+                f"{option} is an option of the client commands: `leaseq {command}` does not"
+                f" read it{where}"
+            )
 
 
 cli.add_command(serve)

@@ -41,6 +41,27 @@ def test_the_command_option_wins_over_the_group_one(server: RunningServer) -> No
     assert result.exit_code == 1 and nowhere in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--target", "127.0.0.1:1", "serve"], "--target"),
+        (["--json", "bench", "send"], "--json"),
+        (["--token", "t", "auth", "hash-token", "abc"], "--token"),
+    ],
+)
+def test_client_options_before_a_command_that_ignores_them_are_a_usage_error(
+    args: list[str], option: str
+) -> None:
+    result = _invoke(args)
+    assert result.exit_code == 2  # refused before the command runs: no server, no bench
+    assert f"Error: {option} is an option of the client commands" in result.stderr
+
+
+def test_the_environment_may_set_them_for_every_command() -> None:
+    result = _invoke(["auth", "hash-token", "abc"], LEASEQ_TARGET="127.0.0.1:1", LEASEQ_TOKEN="t")
+    assert result.exit_code == 0 and result.stdout.startswith("sha256:")
+
+
 def test_tls_options_before_the_command() -> None:
     result = _invoke(["--tls-ca", "/missing.pem", "queue", "list"])
     assert result.exit_code == 2
