@@ -39,9 +39,14 @@ def test_every_package_folder_goes_into_the_build() -> None:
     roots = {folder.split("/")[0] for folder in folders}
     copied = {c.split()[0].rstrip("/") for c in instructions("COPY") if "--from" not in c}
     assert roots <= copied, roots - copied
-    assert {"pyproject.toml", pyproject["project"]["readme"]} <= {
+    assert {"pyproject.toml", "setup.py", pyproject["project"]["readme"]} <= {
         name for c in instructions("COPY") for name in c.split()[:-1]
     }
+
+
+def test_the_build_stage_can_compile_the_c_extensions() -> None:
+    build = stages()[0]
+    assert re.search(r"apt-get install .*\bgcc\b", build), "the wheel would lack leaseq._native"
 
 
 def test_runs_leaseq_serve_as_the_manifests_non_root_user() -> None:
