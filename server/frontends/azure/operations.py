@@ -120,8 +120,7 @@ async def delete_queue(request: Request) -> Answer:
 
 async def get_queue_metadata(request: Request) -> Answer:
     name = _queue_name(request)
-    await request.core.get_queue(request.principal, name)
-    stats = await request.core.stats(request.principal, name)
+    stats = await request.core.stats(request.principal, name)  # QueueNotFound when missing
     stored = await request.core.queue_metadata(request.principal, [name])
     headers = meta.to_headers(stored.get(name, {}))
     # Azure's count includes invisible messages: leaseq's total (visible, leased and delayed).
