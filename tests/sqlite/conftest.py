@@ -87,3 +87,24 @@ def read_only(path: Path) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+# Version 4's message indexes, as that version made them.
+_VERSION_4_INDEXES = (
+    "CREATE INDEX messages_visible ON messages (queue, visible_at, key)",
+    "CREATE INDEX messages_expiry ON messages (queue, expires_at)",
+    "CREATE INDEX messages_leased ON messages (queue, visible_at) WHERE leased = 1",
+    "CREATE INDEX messages_enqueued ON messages (queue, enqueued_at)",
+)
+
+
+def rewrite_as_version_4(conn: sqlite3.Connection) -> None:
+    """Turn a file of the current schema into what version 4 wrote (inside the caller's
+    transaction): no lifetime classes, its four message indexes."""
+    for index in ("messages_visible", "messages_expiry", "messages_enqueued"):
+        conn.execute(f"DROP INDEX {index}")
+    conn.execute("DROP TABLE lifetimes")
+    conn.execute("ALTER TABLE messages DROP COLUMN lifetime")
+    for statement in _VERSION_4_INDEXES:
+        conn.execute(statement)
+    conn.execute("UPDATE meta SET value = 4 WHERE name = 'schema_version'")

@@ -75,6 +75,36 @@ async def test_a_failing_operation_does_not_roll_back_its_neighbours(store: Sqli
         await store.get_queue("bad")
 
 
+async def test_a_failing_first_operation_of_a_group_rolls_back_only_itself(
+    store: SqliteStore,
+) -> None:
+    """The first operation of a group runs without a savepoint (writer._run_first): its
+    failure undoes the transaction so far, which is its own work only, and the rest of the
+    group runs in a new one."""
+    await store.create_queue("q", QueueConfig())
+    async with held_writer(store):
+        commits = store.commit_count
+        calls = [
+            run_on_writer(store, _write_then_fail),  # first of the group: wrote, then raised
+            store.send("q", [NewMessage(b"after")]),
+            run_on_writer(store, _write_then_fail),  # not first: undone by its savepoint
+            store.send("q", [NewMessage(b"last")]),
+        ]
+        futures = [asyncio.ensure_future(call) for call in calls]
+        await until(lambda: waiting_operations(store) == len(calls))
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    assert store.commit_count - commits == 2  # the parked group, then these four in one
+    assert isinstance(results[0], RuntimeError) and isinstance(results[2], RuntimeError)
+    assert await run_on_writer(store, _scratch_rows) == 0
+    page = await store.peek("q", 10)
+    assert [m.body for m in page.messages] == [b"after", b"last"]
+    # Alone in its group too: nothing of it stays, and the next operation works.
+    with pytest.raises(RuntimeError):
+        await run_on_writer(store, _write_then_fail)
+    assert await run_on_writer(store, _scratch_rows) == 0
+    assert len(await store.send("q", [NewMessage(b"more")])) == 1
+
+
 async def test_a_caller_cancelled_before_its_turn_changes_nothing(store: SqliteStore) -> None:
     await store.create_queue("q", QueueConfig())
     await store.send("q", [NewMessage(b"m")])

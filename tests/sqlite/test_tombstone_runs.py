@@ -14,7 +14,7 @@ from leaseq.server.clock import FakeClock
 from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SCHEMA_VERSION, SqliteStore
 
-from .conftest import read_only
+from .conftest import read_only, rewrite_as_version_4
 
 
 def _tombstone_rows(path: Path) -> list[tuple[int, ...]]:
@@ -67,6 +67,7 @@ def _rewrite_as_version_1(path: Path) -> None:
             "SELECT key, last_key, queue, receipt_seq, deleted_at FROM tombstones"
         ).fetchall()
         conn.execute("BEGIN")
+        rewrite_as_version_4(conn)
         conn.execute("DROP TABLE channel_counts")
         conn.execute("DROP INDEX messages_enqueued")
         conn.execute("DROP TABLE tombstones")
@@ -116,7 +117,7 @@ async def test_a_version_1_file_is_migrated_and_its_tombstones_still_answer(
         await reopened.close()
     with read_only(db_path) as conn:
         version = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-        assert int(version[0]) == SCHEMA_VERSION == 4
+        assert int(version[0]) == SCHEMA_VERSION == 5
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(tombstones)")}
         assert "tombstones_age" in indexes
     # The migrated rows (one key each) and the new delete's run, side by side.

@@ -8,8 +8,10 @@ Threading and group commit
 sqlite3 calls block, and the store must never block the asyncio event loop, so one dedicated
 thread (`_Writer`) owns the only connection. An async method turns its work into a function of
 the connection, queues it and awaits a future. The thread takes every operation waiting (up to a
-bound), runs them all in ONE transaction, each inside its own SAVEPOINT so that a failing
-operation rolls back only itself, COMMITs once and then resolves the futures. With
+bound), runs them all in ONE transaction, each but the first inside its own SAVEPOINT so that a
+failing operation rolls back only itself (the first needs none: undoing it is rolling back the
+transaction so far, which holds nothing else; `_Writer._run_first` says why that saves a journal),
+COMMITs once and then resolves the futures. With
 ``synchronous=FULL`` the COMMIT is the fsync, so sixteen concurrent sends cost about one fsync
 instead of sixteen, and every future resolves only after its work is on disk. Reads go through
 the same thread: every operation on a queue starts with the expiry sweep (a write) anyway, and one
@@ -23,22 +25,29 @@ Schema
 - ``messages``: ``key`` is the INTEGER PRIMARY KEY AUTOINCREMENT, i.e. the rowid: "the message of
   this receipt" is a primary key lookup, and keys are never reused, so a receipt of a deleted
   message can never match a newer message. Indexes:
-    messages_visible (queue, visible_at, key)     receive / peek / redrive: an index range scan in
+    messages_visible (queue, visible_at, key, leased)
+                                                  receive / peek / redrive: an index range scan in
                                                   delivery order that stops at visible_at <= now, so
-                                                  leased messages at the head are never scanned
-    messages_expiry  (queue, expires_at)          the expiry sweep before every operation
-    messages_leased  (queue, visible_at) WHERE leased = 1
-                                                  live leases (in-flight limit, retry_at)
+                                                  leased messages at the head are never scanned;
+                                                  live leases (in-flight limit, retry_at): its
+                                                  range after now, read from the index alone
+    messages_expiry  (queue, lifetime, expires_at)
+                                                  the expiry sweep before every operation, and
+                                                  stats' oldest visible message of each lifetime
+                                                  class (schema version 5; see schema.py)
     messages_attempt (queue, attempt_id) WHERE attempt_id IS NOT NULL
                                                   receive attempts, delete by attempt id
     messages_channel (queue, channel, visible_at) WHERE channel != ''
                                                   exact channel filters; partial, so queues that
                                                   do not use channels pay nothing for it
-    messages_enqueued (queue, enqueued_at)        stats: the oldest visible message
+    messages_enqueued (queue, enqueued_at) WHERE lifetime = 0
+                                                  stats: the oldest visible message of class 0
 - ``channel_counts`` (queue, channel, total): how many messages each channel of a queue holds,
   kept by every operation that adds or removes messages, so that stats read only the leased and
   delayed messages (the messages_visible range after now) instead of the whole queue: about 1 ms
   at a backlog of 1,000,000 (schema version 3).
+- ``lifetimes`` (queue, lifetime): the lifetime classes each queue's messages use (at most
+  MAX_LIFETIMES above 0 per queue), which the sweep and stats walk (schema version 5).
 - ``tombstones`` (key, last_key, queue, receipt_seq, deleted_at): one row per run of consecutive
   keys that one operation deleted with one receipt_seq (schema version 2; see schema.py).
 - ``tombstones``, ``dedup`` and ``attempts`` are rows whose

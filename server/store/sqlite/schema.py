@@ -4,6 +4,7 @@ query-plan tests check exactly these)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sqlite3
 from typing import Any, NamedTuple
@@ -11,11 +12,13 @@ from typing import Any, NamedTuple
 from ...receipts import new_signing_key
 from ..base import QueueConfig
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: one tombstone row per deleted message. 2: one row per run of consecutive keys deleted by one
 operation with the same receipt_seq. 3: message counts by channel kept in channel_counts, and the
-messages_enqueued index, so that stats read no more than the queue's unavailable messages
-(MIGRATIONS)."""
+messages_enqueued index, so that stats read no more than the queue's unavailable messages.
+4: queue_metadata. 5: messages' lifetime classes (see _LIFETIMES): one index answers both the
+expiry sweep and stats' oldest visible message, and live leases are counted from
+messages_visible, which now holds `leased` (MIGRATIONS)."""
 
 # One column per QueueConfig field, in the dataclass's order.
 _CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(QueueConfig))
@@ -60,16 +63,14 @@ CREATE TABLE IF NOT EXISTS messages (
     receipt_seq    INTEGER NOT NULL DEFAULT 0,
     last_error     TEXT NOT NULL DEFAULT '',
     attempt_id     TEXT,
-    source_queue   TEXT
+    source_queue   TEXT,
+    lifetime       REAL NOT NULL DEFAULT 0  -- the message's lifetime class (_LIFETIMES)
 );
-CREATE INDEX IF NOT EXISTS messages_visible ON messages (queue, visible_at, key);
-CREATE INDEX IF NOT EXISTS messages_expiry ON messages (queue, expires_at);
-CREATE INDEX IF NOT EXISTS messages_leased ON messages (queue, visible_at) WHERE leased = 1;
+{message_indexes}
 CREATE INDEX IF NOT EXISTS messages_attempt ON messages (queue, attempt_id)
     WHERE attempt_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_channel ON messages (queue, channel, visible_at)
     WHERE channel != '';
-CREATE INDEX IF NOT EXISTS messages_enqueued ON messages (queue, enqueued_at);
 
 -- Free-form name -> value pairs of a queue (Azure's queue metadata), a JSON object.
 CREATE TABLE IF NOT EXISTS queue_metadata (
@@ -108,6 +109,40 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE INDEX IF NOT EXISTS attempts_age ON attempts (until);
 """
 
+# Lifetime classes (schema version 5). A message's `lifetime` is L > 0 when its expires_at was
+# computed as enqueued_at + L (a send's ttl, by default the queue's retention; a dead-lettered
+# message's new retention), else 0 ("no class": a redriven message keeps its enqueued_at and
+# gets a new expiry; every message of a file migrated from version 4). Within one class L > 0,
+# expires_at order is enqueued_at order (floating-point addition of L is monotonic), so the one
+# index messages_expiry (queue, lifetime, expires_at) answers
+#   - the expiry sweep: a range expires_at <= now per class (SWEEP_SQL), and
+#   - stats' oldest visible message: per class, the first visible entry in expiry order; when
+#     several entries share its expires_at, the least enqueued_at among them (OLDEST_IN_CLASS_SQL);
+# and only class 0 needs the second, partial index messages_enqueued (queue, enqueued_at). This
+# saves a sent message one index entry to insert and one to delete (issue 20). `lifetimes` lists
+# the classes each queue's messages use (every operation that gives a message a class records it
+# in the same transaction; housekeeping forgets the empty ones), at most MAX_LIFETIMES per queue:
+# a message whose lifetime would be a new class past that goes to class 0, so the sweep's
+# searches per operation stay few whatever ttls clients choose.
+#
+# messages_visible also holds `leased`, so that live leases are counted from its range after now
+# (IN_FLIGHT_SQL) without a partial index of leased messages, which cost each delivery an entry
+# to insert and each delete one to remove (messages_visible's entry is rewritten anyway: a
+# delivery changes visible_at).
+_MESSAGE_INDEXES = """
+CREATE INDEX IF NOT EXISTS messages_visible ON messages (queue, visible_at, key, leased);
+CREATE INDEX IF NOT EXISTS messages_expiry ON messages (queue, lifetime, expires_at);
+CREATE INDEX IF NOT EXISTS messages_enqueued ON messages (queue, enqueued_at) WHERE lifetime = 0;
+CREATE TABLE IF NOT EXISTS lifetimes (
+    queue    INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    lifetime REAL NOT NULL,
+    PRIMARY KEY (queue, lifetime)
+) WITHOUT ROWID;
+"""
+_SCHEMA = _SCHEMA.replace("{message_indexes}", _MESSAGE_INDEXES)
+
+MAX_LIFETIMES = 16
+
 # One row per run of consecutive message keys that one operation deleted with the same
 # receipt_seq: `key` is the run's first key, `last_key` its last. An ack of 1,000 messages sent
 # together is one row instead of 1,000 (a fifth of the delete's SQLite time, issue 20). Runs never
@@ -141,6 +176,17 @@ MIGRATIONS: dict[int, list[str]] = {
         " SELECT queue, channel, COUNT(*) FROM messages GROUP BY queue, channel",
     ],
     4: [],  # queue_metadata is made by the schema statements (IF NOT EXISTS)
+    # The schema statements made `lifetimes`; the message indexes of _MESSAGE_INDEXES are made
+    # after the migrations (they name the new column). The messages already there get class 0
+    # (the column's default): exact, with both indexes.
+    5: [
+        "ALTER TABLE messages ADD COLUMN lifetime REAL NOT NULL DEFAULT 0",
+        "DROP INDEX IF EXISTS messages_visible",
+        "DROP INDEX IF EXISTS messages_expiry",
+        "DROP INDEX IF EXISTS messages_leased",
+        "DROP INDEX IF EXISTS messages_enqueued",
+        "INSERT OR IGNORE INTO lifetimes (queue, lifetime) SELECT DISTINCT queue, 0 FROM messages",
+    ],
 }
 
 # --- statements used on hot paths (module constants so the query-plan tests check these) ------
@@ -152,7 +198,15 @@ QUEUE_COLUMNS = (
 )
 QUEUE_BY_NAME_SQL = f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?"
 
-SWEEP_SQL = "DELETE FROM messages WHERE queue = ? AND expires_at <= ? RETURNING channel"
+# The expired messages of a queue: a range of messages_expiry per lifetime class of the queue.
+SWEEP_SQL = (
+    "DELETE FROM messages WHERE queue = ?1"
+    " AND lifetime IN (SELECT lifetime FROM lifetimes WHERE queue = ?1) AND expires_at <= ?2"
+    " RETURNING channel"
+)
+
+# Records a lifetime class of a queue (rowcount 1 when it is new).
+ADD_LIFETIME_SQL = "INSERT OR IGNORE INTO lifetimes (queue, lifetime) VALUES (?, ?)"
 
 # Adds a (signed) number of messages to a channel's count.
 COUNT_CHANNEL_SQL = (
@@ -162,20 +216,60 @@ COUNT_CHANNEL_SQL = (
 
 INSERT_MESSAGE_SQL = (
     "INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,"
-    " expires_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " expires_at, visible_at, lifetime) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-# Live leases of a queue, read from the partial index only.
+# Sends insert their rows INSERT_ROWS at a time with one multi-row INSERT ... VALUES, not one
+# `executemany` step per row: each step of an executemany binds one row, runs the statement's
+# program once (AUTOINCREMENT's read and write of sqlite_sequence included), resets it and lets go
+# of the GIL and takes it back. 1,000 rows cost 4.0 us each that way and 1.2 us in 100-row
+# statements (issue 20). A statement's compile time grows faster than its rows (100 rows:
+# 0.7 ms once, then cached; 1,000: 15 ms), so a batch is cut into statements of INSERT_ROWS, then
+# tens, then single rows: at most three shapes of each form in the statement cache.
+INSERT_ROWS = (100, 10, 1)
+
+
+@functools.cache  # one str object per shape: its hash, the statement cache's key, is kept
+def insert_rows_sql(count: int) -> str:
+    """INSERT_MESSAGE_SQL for `count` rows of 9 parameters each."""
+    return INSERT_MESSAGE_SQL.replace(
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?)", ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * count)
+    )
+
+
+@functools.cache
+def insert_bodies_sql(count: int) -> str:
+    """INSERT_MESSAGE_SQL for `count` messages that are only a body (no attributes, channel ''):
+    parameters ?1-?5 are the queue, enqueued_at, expires_at, visible_at and lifetime they share,
+    then a message_id and a body per message."""
+    rows = ", ".join(
+        f"(?1, ?{6 + 2 * i}, ?{7 + 2 * i}, NULL, '', ?2, ?3, ?4, ?5)" for i in range(count)
+    )
+    return INSERT_MESSAGE_SQL.replace("(?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+# Live leases of a queue: the messages_visible range after now (leased and delayed messages),
+# read from the index alone (it holds `leased`).
 IN_FLIGHT_SQL = (
-    "SELECT COUNT(*), MIN(visible_at) FROM messages"
-    " WHERE queue = ? AND leased = 1 AND visible_at > ?"
+    "SELECT COUNT(*), MIN(visible_at) FROM messages INDEXED BY messages_visible"
+    " WHERE queue = ? AND visible_at > ? AND leased = 1"
 )
 
-# The enqueue time of the queue's oldest visible message: messages_enqueued in enqueue order,
+# The enqueue time of the oldest visible message of class 0: messages_enqueued in enqueue order,
 # skipping the leased and delayed ones (a table lookup each), so it reads at most those + 1.
 OLDEST_VISIBLE_SQL = (
     "SELECT enqueued_at FROM messages INDEXED BY messages_enqueued"
-    " WHERE queue = ? AND +visible_at <= ? ORDER BY enqueued_at LIMIT 1"
+    " WHERE queue = ? AND lifetime = 0 AND +visible_at <= ? ORDER BY enqueued_at LIMIT 1"
+)
+
+# The same for a class L > 0 (parameters: queue, L, now): the first visible entry of the class
+# in messages_expiry, skipping the leased and delayed ones; its enqueue time is the least of
+# the class's visible messages unless others share its expires_at (a visible message enqueued
+# earlier expires no later, and none expires earlier), so the least of those.
+OLDEST_IN_CLASS_SQL = (
+    "SELECT MIN(enqueued_at) FROM messages INDEXED BY messages_expiry"
+    " WHERE queue = ?1 AND lifetime = ?2 AND +visible_at <= ?3 AND expires_at = ("
+    "SELECT expires_at FROM messages INDEXED BY messages_expiry"
+    " WHERE queue = ?1 AND lifetime = ?2 AND +visible_at <= ?3 ORDER BY expires_at LIMIT 1)"
 )
 
 # Leased and delayed messages by channel: the messages_visible range after now.
@@ -196,9 +290,12 @@ DELIVERED_COLUMNS = (
 )
 
 # Parameters: visible_at, leased, attempt_id, JSON array of keys. RETURNING gives the rows after
-# the update, in no particular order (the caller restores delivery order).
+# the update, in no particular order (the caller restores delivery order). OR FAIL: no
+# constraint can fail here (every value set is given or computed), and OR ABORT's only effect
+# would be a statement journal, one more copy of every page the statement changes; the
+# operation's own rollback covers any other error.
 DELIVER_SQL = (
-    "UPDATE messages SET delivery_count = delivery_count + 1, receipt_seq = receipt_seq + 1,"
+    "UPDATE OR FAIL messages SET delivery_count = delivery_count + 1, receipt_seq = receipt_seq + 1,"
     " visible_at = ?, leased = ?, attempt_id = ?"
     f" WHERE key IN (SELECT value FROM json_each(?)) RETURNING {DELIVERED_COLUMNS}"
 )
@@ -318,11 +415,19 @@ def _schema_statements() -> list[str]:
     return [statement.strip() for statement in _SCHEMA.split(";") if statement.strip()]
 
 
+def _message_index(statement: str) -> bool:
+    """One of _MESSAGE_INDEXES' indexes: made after the migrations, which may first have to add
+    the column they name (an older file's indexes of those names are dropped by migration 5)."""
+    return statement.startswith("CREATE INDEX") and statement in _MESSAGE_INDEXES
+
+
 def _initialize(conn: sqlite3.Connection) -> bytes:
     """Create the schema if needed, bring an older file up to SCHEMA_VERSION, and return the
     receipt signing key (made once per file)."""
-    for statement in _schema_statements():
-        conn.execute(statement)
+    statements = _schema_statements()
+    for statement in statements:
+        if not _message_index(statement):
+            conn.execute(statement)
     version = _meta(conn, "schema_version")
     if version is None:
         conn.execute(
@@ -340,6 +445,9 @@ def _initialize(conn: sqlite3.Connection) -> bytes:
         conn.execute(
             "UPDATE meta SET value = ? WHERE name = 'schema_version'", (SCHEMA_VERSION,)
         )
+    for statement in statements:
+        if _message_index(statement):
+            conn.execute(statement)
     key = _meta(conn, "receipt_signing_key")
     if key is None:
         key = new_signing_key()

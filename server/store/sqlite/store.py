@@ -216,6 +216,13 @@ class SqliteStore:
         optional fast path of QueueCore.send_bodies (no NewMessage or SendOutcome per message)."""
         return await self._call(lambda tx: tx.send_bodies(name, bodies), weight=len(bodies))
 
+    async def send_keyed(
+        self, name: str, bodies: list[bytes], dedup_ids: list[str]
+    ) -> tuple[list[str], list[int]]:
+        """send() of messages that are only a body and a dedup id ("" for none): their message
+        ids and the indexes of the duplicates (the optional fast path of QueueCore.send_keyed)."""
+        return await self._call(lambda tx: tx.send_keyed(name, bodies, dedup_ids), weight=len(bodies))
+
     async def receive(
         self,
         name: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -10,7 +11,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
@@ -49,7 +50,7 @@ from ..base import (
 )
 from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
-from .schema import ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_MESSAGE_SQL, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, leases_by_key_sql
+from .schema import ADD_LIFETIME_SQL, MAX_LIFETIMES, OLDEST_IN_CLASS_SQL, ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_ROWS, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, insert_bodies_sql, insert_rows_sql, leases_by_key_sql
 
 T = TypeVar("T")
 
@@ -68,6 +69,25 @@ IN_CHUNK = 500
 def _chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _statements(rows: int) -> Iterator[tuple[int, int]]:
+    """(first row, row count) of each multi-row INSERT for `rows` rows, in order: as many of
+    INSERT_ROWS[0] rows as fit, then of the next size, down to single rows."""
+    start = 0
+    for size in INSERT_ROWS:
+        while rows - start >= size:
+            yield start, size
+            start += size
+
+
+@functools.cache
+def _insert_dedup_sql(verb: str, count: int) -> str:
+    """`verb` INTO dedup of `count` records (as many rows per statement as the messages'
+    INSERT: one executemany step per row cost three times as much): parameters ?1, ?2 are the
+    queue and `until` they share, then a dedup_id and a message_id per record."""
+    rows = ", ".join(f"(?1, ?{3 + 2 * i}, ?{4 + 2 * i}, ?2)" for i in range(count))
+    return f"{verb} INTO dedup (queue, dedup_id, message_id, until) VALUES {rows}"
 
 
 _BODY = attrgetter("body")
@@ -192,9 +212,10 @@ def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
     """Counts by channel and state at counters.now, without reading the queue's visible messages:
     each channel's total from channel_counts, the leased and delayed ones (visible_at > now) from
     the messages_visible range after now, visible = total - those; the oldest visible message
-    by walking messages_enqueued past the unavailable ones. So the cost grows with the leased and
-    delayed messages, not the backlog (issue 20: a few ms at 1,000,000 waiting). Runs on the
-    store's read connection (SqliteStore._read), in one read transaction: one snapshot."""
+    the least of each lifetime class's (schema._LIFETIMES), found by walking an index past the
+    class's unavailable messages. So the cost grows with the leased and delayed messages, not
+    the backlog (issue 20: a few ms at 1,000,000 waiting). Runs on the store's read connection
+    (SqliteStore._read), in one read transaction: one snapshot."""
     now, queue_id = counters.now, counters.queue_id
     conn.execute("BEGIN")
     try:
@@ -205,7 +226,7 @@ def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
             channel: (leased, delayed)
             for channel, leased, delayed in conn.execute(UNAVAILABLE_SQL, (queue_id, now))
         }
-        oldest = conn.execute(OLDEST_VISIBLE_SQL, (queue_id, now)).fetchone()
+        oldest = _oldest_visible(conn, queue_id, now)
     finally:
         conn.execute("COMMIT")
     channels = {}
@@ -214,12 +235,28 @@ def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
         channels[channel] = CountsByState(total - leased - delayed, leased, delayed)
     return QueueStats.from_channels(
         channels,
-        None if oldest is None else oldest[0],
+        oldest,
         now,
         dead_lettered_total=counters.dead_lettered_total,
         expired_total=counters.expired_total,
         deleted_total=counters.deleted_total,
     )
+
+
+def _oldest_visible(conn: sqlite3.Connection, queue_id: int, now: float) -> float | None:
+    """The enqueue time of the queue's oldest visible message: the least over its lifetime
+    classes (every message's class is in `lifetimes`)."""
+    found: list[float] = []
+    for (lifetime,) in conn.execute(
+        "SELECT lifetime FROM lifetimes WHERE queue = ?", (queue_id,)
+    ).fetchall():
+        if lifetime > 0:
+            row = conn.execute(OLDEST_IN_CLASS_SQL, (queue_id, lifetime, now)).fetchone()
+        else:
+            row = conn.execute(OLDEST_VISIBLE_SQL, (queue_id, now)).fetchone()
+        if row is not None and row[0] is not None:
+            found.append(row[0])
+    return min(found, default=None)
 
 
 def peek_scan(
@@ -337,6 +374,33 @@ class _Tx:
             COUNT_CHANNEL_SQL, [(queue, channel, n) for (queue, channel), n in deltas.items() if n]
         )
 
+    def _lifetime_classes(self, queue_id: int, lifetimes: Iterable[float]) -> dict[float, float]:
+        """The class each of these lifetimes gets in this queue (schema._LIFETIMES), recorded in
+        `lifetimes`: the lifetime itself, or 0 when it is no positive number or would be a new
+        class past MAX_LIFETIMES. Callers then write expires_at as exactly enqueued_at + L for
+        a message of class L > 0."""
+        classes: dict[float, float] = {}
+        for lifetime in set(lifetimes):
+            if lifetime > 0 and self.conn.execute(ADD_LIFETIME_SQL, (queue_id, lifetime)).rowcount:
+                # A new class: keep it unless the queue has too many.
+                (count,) = self.conn.execute(
+                    "SELECT COUNT(*) FROM lifetimes WHERE queue = ? AND lifetime > 0", (queue_id,)
+                ).fetchone()
+                if count > MAX_LIFETIMES:
+                    self.conn.execute(
+                        "DELETE FROM lifetimes WHERE queue = ? AND lifetime = ?",
+                        (queue_id, lifetime),
+                    )
+                    lifetime_class = 0.0
+                else:
+                    lifetime_class = lifetime
+            else:
+                lifetime_class = lifetime if lifetime > 0 else 0.0
+            if lifetime_class == 0.0:
+                self.conn.execute(ADD_LIFETIME_SQL, (queue_id, 0.0))
+            classes[lifetime] = lifetime_class
+        return classes
+
     def queue(self, name: str) -> _Queue:
         """The queue, after removing its expired messages (base.py: before every operation)."""
         found = self.find_queue(name)
@@ -439,6 +503,7 @@ class _Tx:
     def purge_queue(self, name: str) -> int:
         found = self.queue(name)
         self.conn.execute("DELETE FROM channel_counts WHERE queue = ?", (found.id,))
+        self.conn.execute("DELETE FROM lifetimes WHERE queue = ?", (found.id,))
         return self.conn.execute("DELETE FROM messages WHERE queue = ?", (found.id,)).rowcount
 
     def stats_counters(self, name: str) -> StatsCounters:
@@ -463,6 +528,9 @@ class _Tx:
         records: list[tuple[Any, ...]] = []
         # One random draw for the whole batch: 32 hex digits (128 bits) per message id.
         ids = os.urandom(16 * len(messages)).hex()
+        classes = self._lifetime_classes(
+            found.id, [config.message_retention if m.ttl is None else m.ttl for m in messages]
+        )
         for index, m in enumerate(messages):
             if m.dedup_id and m.dedup_id in known:
                 outcomes.append(SendOutcome(known[m.dedup_id], duplicate=True))
@@ -472,7 +540,7 @@ class _Tx:
             ttl = config.message_retention if m.ttl is None else m.ttl
             rows.append(
                 (found.id, message_id, m.body, _encode_attributes(m.attributes), m.channel,
-                 now, now + ttl, now + delay)
+                 now, now + ttl, now + delay, classes[ttl])
             )
             outcomes.append(SendOutcome(message_id))
             if m.dedup_id:
@@ -481,7 +549,7 @@ class _Tx:
                 # ...but a zero window leaves no record: now < now + 0 never holds.
                 if config.dedup_window > 0:
                     records.append((found.id, m.dedup_id, message_id, now + config.dedup_window))
-        self.conn.executemany(INSERT_MESSAGE_SQL, rows)
+        self._insert_rows(rows)
         self._count(found.id, [row[4] for row in rows], 1)
         if records:
             self.conn.executemany(
@@ -495,23 +563,144 @@ class _Tx:
         """send() of messages that are only a body: their message ids."""
         return self._insert_bodies(self.queue(name), bodies)
 
-    def _insert_bodies(self, found: _Queue, bodies: list[bytes]) -> list[str]:
-        """The rows of messages that are only a body (the common batch), as send() writes
-        them, built column by column in C (zip, repeat) instead of a tuple per message in
-        Python: their message ids."""
-        config, now = found.config, self.now
+    def send_keyed(
+        self, name: str, bodies: list[bytes], dedup_ids: list[str]
+    ) -> tuple[list[str], list[int]]:
+        """send() of messages that are only a body and a dedup id ("" for none): their message
+        ids (a duplicate's is its original's) and the indexes of the duplicates. The dedup ids
+        are looked up and recorded as a set per batch; a batch with no duplicate (write_queue's
+        usual one) makes no Python object per message but its ids."""
+        found = self.queue(name)
+        now, window = self.now, found.config.dedup_window
+        named = dedup_ids if all(dedup_ids) else [d for d in dedup_ids if d]
+        unique = set(named)
+        if window > 0 and len(unique) == len(named):
+            sent = self._send_unseen(found, bodies, dedup_ids, named)
+            if sent is not None:
+                return sent, []
+        stored = self._dedup_records(found, unique)
+        live = {d: message_id for d, (message_id, until) in stored.items() if until > now}
+        # A record whose window ended may still be there (the sweep removes them in slices):
+        # only then must the insert replace.
+        verb = "INSERT OR REPLACE" if len(stored) > len(live) else "INSERT"
+        if not live and len(unique) == len(named):
+            duplicates: list[int] = []
+            message_ids = self._insert_bodies(found, bodies)
+            recorded = (
+                message_ids if named is dedup_ids else list(compress(message_ids, dedup_ids))
+            )
+        else:
+            message_ids, duplicates, named, recorded = self._insert_keyed(
+                found, bodies, dedup_ids, live
+            )
+        # A zero window leaves no record (now < now + 0 never holds), as in send().
+        if window > 0 and named:
+            self._insert_dedup(verb, found, named, recorded)
+        return message_ids, duplicates
+
+    def _send_unseen(
+        self, found: _Queue, bodies: list[bytes], dedup_ids: list[str], named: list[str]
+    ) -> list[str] | None:
+        """send_keyed's usual batch (distinct dedup ids, none of them sent before): the records
+        go in first, INSERT OR IGNORE; when every one went in, the queue kept no record of any
+        of these ids, live or not, and the messages follow: no lookup (it cost a fifth of the
+        keyed send). Else that is undone and the answer is None: look them up."""
         ids = os.urandom(16 * len(bodies)).hex()
         message_ids = [ids[start : start + 32] for start in range(0, len(ids), 32)]
-        self.conn.executemany(
-            INSERT_MESSAGE_SQL,
-            zip(
-                repeat(found.id), message_ids, bodies, repeat(None), repeat(""), repeat(now),
-                repeat(now + config.message_retention), repeat(now + config.default_delay),
-            ),
-        )
+        recorded = message_ids if named is dedup_ids else list(compress(message_ids, dedup_ids))
+        self.conn.execute("SAVEPOINT unseen")
+        before = self.conn.total_changes
+        self._insert_dedup("INSERT OR IGNORE", found, named, recorded)
+        if self.conn.total_changes - before != len(named):
+            self.conn.execute("ROLLBACK TO unseen")
+            self.conn.execute("RELEASE unseen")
+            return None
+        self.conn.execute("RELEASE unseen")
+        self._insert_bodies(found, bodies, message_ids)
+        return message_ids
+
+    def _insert_dedup(
+        self, verb: str, found: _Queue, dedup_ids: list[str], message_ids: list[str]
+    ) -> None:
+        shared = [found.id, self.now + found.config.dedup_window]
+        # dedup_id, message_id of each record in turn, flattened in C.
+        values = list(chain.from_iterable(zip(dedup_ids, message_ids)))
+        for start, count in _statements(len(dedup_ids)):
+            self.conn.execute(
+                _insert_dedup_sql(verb, count), shared + values[2 * start : 2 * (start + count)]
+            )
+
+    def _insert_keyed(
+        self, found: _Queue, bodies: list[bytes], dedup_ids: list[str], known: dict[str, str]
+    ) -> tuple[list[str], list[int], list[str], list[str]]:
+        """send_keyed's batch with duplicates, message by message: (message ids, indexes of the
+        duplicates, dedup ids to record, their message ids). A repeat later in the batch is a
+        duplicate of the earlier entry whatever the window (base.py)."""
+        message_ids: list[str] = []
+        duplicates: list[int] = []
+        kept: list[int] = []
+        for index, dedup_id in enumerate(dedup_ids):
+            if dedup_id in known:
+                duplicates.append(index)
+            else:
+                kept.append(index)
+                if dedup_id:
+                    known[dedup_id] = ""  # this batch's: its message id is drawn below
+            message_ids.append(dedup_id)
+        fresh = iter(self._insert_bodies(found, [bodies[index] for index in kept]))
+        named: list[str] = []
+        recorded: list[str] = []
+        for index in kept:
+            dedup_id, message_ids[index] = message_ids[index], next(fresh)
+            if dedup_id:
+                known[dedup_id] = message_ids[index]
+                named.append(dedup_id)
+                recorded.append(message_ids[index])
+        for index in duplicates:
+            message_ids[index] = known[message_ids[index]]
+        return message_ids, duplicates, named, recorded
+
+    def _dedup_records(self, found: _Queue, dedup_ids: set[str]) -> dict[str, tuple[str, float]]:
+        """dedup_id -> (message_id, until) of the records kept, inside their window or not."""
+        records: dict[str, tuple[str, float]] = {}
+        for chunk in _chunks(list(dedup_ids)):
+            marks = ", ".join("?" * len(chunk))
+            for dedup_id, message_id, until in self.conn.execute(
+                "SELECT dedup_id, message_id, until FROM dedup"
+                f" WHERE queue = ? AND dedup_id IN ({marks})",
+                (found.id, *chunk),
+            ):
+                records[dedup_id] = (message_id, until)
+        return records
+
+    def _insert_bodies(
+        self, found: _Queue, bodies: list[bytes], message_ids: list[str] | None = None
+    ) -> list[str]:
+        """The rows of messages that are only a body (the common batch), as send() writes
+        them, built column by column in C (zip, repeat) instead of a tuple per message in
+        Python: their message ids (drawn here unless given)."""
+        config, now = found.config, self.now
+        if message_ids is None:
+            ids = os.urandom(16 * len(bodies)).hex()
+            message_ids = [ids[start : start + 32] for start in range(0, len(ids), 32)]
+        retention = config.message_retention
+        lifetime = self._lifetime_classes(found.id, [retention])[retention] if bodies else 0.0
+        shared = [found.id, now, now + retention, now + config.default_delay, lifetime]
+        # message_id, body of each message in turn, flattened in C.
+        values = list(chain.from_iterable(zip(message_ids, bodies)))
+        for start, count in _statements(len(bodies)):
+            self.conn.execute(
+                insert_bodies_sql(count), shared + values[2 * start : 2 * (start + count)]
+            )
         if bodies:
             self.conn.execute(COUNT_CHANNEL_SQL, (found.id, "", len(bodies)))
         return message_ids
+
+    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        """INSERT_MESSAGE_SQL's rows, a multi-row statement at a time (schema.INSERT_ROWS)."""
+        values = list(chain.from_iterable(rows))
+        for start, count in _statements(len(rows)):
+            self.conn.execute(insert_rows_sql(count), values[9 * start : 9 * (start + count)])
 
     def _live_dedup(self, found: _Queue, dedup_ids: set[str]) -> dict[str, str]:
         """dedup_id -> original message_id, for the ids still inside their window."""
@@ -672,11 +861,17 @@ class _Tx:
         self, found: _Queue, dlq: _Queue, rows: list[_Candidate]
     ) -> None:
         retention = dlq.config.message_retention
+        # expires_at = enqueued_at + retention: class `retention` (or 0, see _lifetime_classes).
+        lifetime = self._lifetime_classes(dlq.id, [retention])[retention]
         self._move_counts([(row.key, found.id, dlq.id) for row in rows])
         self.conn.executemany(
             "UPDATE messages SET queue = ?, visible_at = ?, leased = 0, expires_at = ?,"
-            " receipt_seq = receipt_seq + 1, source_queue = ?, attempt_id = NULL WHERE key = ?",
-            [(dlq.id, self.now, row.enqueued_at + retention, found.name, row.key) for row in rows],
+            " lifetime = ?, receipt_seq = receipt_seq + 1, source_queue = ?, attempt_id = NULL"
+            " WHERE key = ?",
+            [
+                (dlq.id, self.now, row.enqueued_at + retention, lifetime, found.name, row.key)
+                for row in rows
+            ],
         )
         self.conn.execute(
             "UPDATE queues SET dead_lettered_total = dead_lettered_total + ? WHERE id = ?",
@@ -982,10 +1177,13 @@ class _Tx:
                 break
             cursor = (rows[-1][1], rows[-1][0])
         self._move_counts([(key, found.id, to.id) for to, key in moves])
+        # A new expiry from now and the original enqueued_at: no lifetime class (class 0).
+        for queue_id in {to.id for to, _ in moves}:
+            self._lifetime_classes(queue_id, [0.0])
         self.conn.executemany(
             "UPDATE messages SET queue = ?, delivery_count = 0, visible_at = ?, leased = 0,"
-            " source_queue = NULL, receipt_seq = receipt_seq + 1, expires_at = ?, attempt_id = NULL"
-            " WHERE key = ?",
+            " source_queue = NULL, receipt_seq = receipt_seq + 1, expires_at = ?, attempt_id = NULL,"
+            " lifetime = 0 WHERE key = ?",
             [(to.id, self.now, self.now + to.config.message_retention, key) for to, key in moves],
         )
         return len(moves)
@@ -1014,8 +1212,13 @@ class _Tx:
         more = False
         for sql, cutoff in statements:
             more |= self.conn.execute(sql, (cutoff, limit)).rowcount >= limit
-        # Channels that emptied (one row per channel a queue ever used: few).
+        # Channels that emptied (one row per channel a queue ever used: few), and lifetime classes
+        # no message has any more (at most MAX_LIFETIMES + 1 per queue; a search each).
         self.conn.execute("DELETE FROM channel_counts WHERE total = 0")
+        self.conn.execute(
+            "DELETE FROM lifetimes WHERE NOT EXISTS (SELECT 1 FROM messages"
+            " WHERE messages.queue = lifetimes.queue AND messages.lifetime = lifetimes.lifetime)"
+        )
         return more
 
 
