@@ -216,6 +216,22 @@ async def test_a_follow_stream_on_one_replica_gets_sends_through_the_other(url: 
             assert got == [b"m0", b"m1", b"m2"]
 
 
+async def _lease_one(
+    stub: pb_grpc.QueueServiceStub, queue: str, seconds: int
+) -> pb.ReceivedMessage:
+    """The one message a plain (non-follow) GetMessages of one leases, for `seconds`."""
+    [held] = [
+        m
+        async for r in stub.GetMessages(
+            pb.GetMessagesRequest(
+                queue=queue, max_messages=1, visibility_timeout=D(seconds=seconds)
+            )
+        )
+        for m in r.messages
+    ]
+    return held
+
+
 async def _read_all(call) -> list[pb.GetMessagesResponse]:
     return [r async for r in call]
 
@@ -237,15 +253,7 @@ async def test_a_lease_shortened_through_one_replica_wakes_a_long_poll_on_the_ot
             await stub_b.SendMessages(
                 pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(id="1", body=b"m")])
             )
-            [held] = [
-                m
-                async for r in stub_b.GetMessages(
-                    pb.GetMessagesRequest(
-                        queue="q", max_messages=1, visibility_timeout=D(seconds=600)
-                    )
-                )
-                for m in r.messages
-            ]
+            held = await _lease_one(stub_b, "q", seconds=600)
             call = stub_a.GetMessages(
                 pb.GetMessagesRequest(queue="q", max_messages=1, wait_time=D(seconds=30))
             )

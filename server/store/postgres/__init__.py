@@ -37,7 +37,11 @@ READ COMMITTED transactions, with row locks where two replicas could collide:
   row updated under a concurrent snapshot is re-checked against ``visible_at <= now`` before it is
   locked, so one delivery never goes to two consumers;
 - lease operations (delete, change visibility, update) lock their messages ``FOR UPDATE`` in key
-  order, then apply base.fence: a delivery and an ack of the same message serialize on the row;
+  order, then apply base.fence: a delivery and an ack of the same message serialize on the row.
+  The usual ack (every receipt current, see "One statement per RPC") is one DELETE of the rows
+  whose state in its snapshot passes the fence (``receipt_seq`` = the receipt's, not expired),
+  named by ctid: a row changed by a concurrent delivery or lease change since has a new ctid and
+  is left to the transaction way, which answers for it; a deadlock is retried;
 - sends, dead-letter moves and redrives hold ``FOR KEY SHARE`` on the destination queue's row, so
   a concurrent DeleteQueue waits for them and then removes what they wrote; a queue created with a
   dead letter queue holds it the same way;
@@ -92,7 +96,9 @@ PLANNER_SETTINGS:
 - plan_cache_mode = force_custom_plan: every execution is planned with the table's size as it
   is now (the planner reads the current number of pages, whatever pg_class says), so no plan
   made for an empty table outlives it. The price is planning each statement again (tens to
-  hundreds of microseconds of the database's CPU, small next to a round trip);
+  hundreds of microseconds of the database's CPU, small next to a round trip). The
+  one-statement operations (below) are the exception: their plans hold whatever the statistics
+  say, so their sessions plan them once (force_generic_plan; statements.py GENERIC_PLAN_SQL);
 - enable_seqscan and enable_sort off: without column statistics (a table never ANALYZEd, or
   analyzed nearly empty) a custom plan may still prefer reading and sorting the whole queue to
   the ordered index scan; those paths now cost so much that the planner takes the indexes, and
@@ -114,13 +120,38 @@ receive's index scan reads about one more leaf page per couple of hundred delete
 
 Parameters travel in binary (``%(name)b``): bodies as they are, not hex-encoded.
 
+One statement per RPC
+---------------------
+A send without dedup ids, a receive without an attempt id and an ack whose receipts all verify
+are each one autocommitted statement (statements.py: SEND_SQL, receive_sql,
+DELETE_RECEIPTS_SQL): one round trip instead of BEGIN, a statement for the queue's row, the work
+and COMMIT. The queue's row is the statement's first CTE (``q``: "now", id, uid, and whether the
+queue holds expired messages, then swept by a statement after it), and the later CTEs take the
+queue id and the instant from it. Where the transaction way has work the statement cannot do,
+the statement does nothing and says so: a queue with a dead letter queue or near its in-flight
+limit (the receive's ``fast`` is false), receipts of a queue this store has not seen or that was
+made again under its name (the ack checks the id and uid it knew), repeated keys in one ack. An
+ack deletes the messages whose receipt is current; the rest of its receipts (stale, already
+deleted, ...) then go the transaction way for their statuses. A failure the server reported
+(SQLSTATE) rolled the statement back and it runs again; a connection lost without a word may
+have lost the answer to a commit: UNAVAILABLE.
+
 Notifications
 -------------
 A long poll waiting on replica A must wake when a message is sent through replica B. After a
 change commits (send, release, redrive, purge, ...), the store publishes the queue's name on a
 channel named after the schema (NOTIFY), from a background task that coalesces what piled up
-meanwhile into one short transaction with synchronous_commit off. (A NOTIFY inside the data
-transaction would serialize every committing sender on PostgreSQL's global notify lock.) One
+meanwhile into one autocommitted statement with synchronous_commit off. (A NOTIFY inside the
+data transaction would serialize every committing sender on PostgreSQL's global notify lock,
+held through the commit's WAL flush.) An ack notifies only while the queue's in-flight ceiling is
+within IN_FLIGHT_NOTIFY_MARGIN of max_in_flight (the statement reads it): only then can a
+receiver elsewhere be held by the limit. A receiver that got OverLimit had just counted at
+least max_in_flight live leases and recorded that count as the ceiling, which grows with every
+grant until the next count, so the first ack after it sees the ceiling at the limit and
+notifies; an ack that read the queue's row before that count committed notifies while its
+ceiling was within the margin of it (a margin's worth of grants would have to commit during
+that one statement to miss). The waiter's own timer (the earliest lease end) and the safety
+wake-up below bound what a missed one costs. One
 connection per replica LISTENs and calls the subscribers (`subscribe`) with the queue's name;
 its own notifications are ignored (the service already woke its waiters). When the listening
 connection is lost, or every FALLBACK_WAKE_SECONDS in any case, subscribers are called with
@@ -156,6 +187,7 @@ from .settings import (
     DEFAULT_POOL_MAX,
     DEFAULT_POOL_MIN,
     DEFAULT_SCHEMA,
+    IN_FLIGHT_NOTIFY_MARGIN,
     PLANNER_SETTINGS,
     PostgresSettings,
     STATS_CHECK_SECONDS,
@@ -167,13 +199,17 @@ from .statements import (
     ATTEMPT_LEASES_SQL,
     DELETE_ATTEMPT_SQL,
     DELETE_KEYS_SQL,
+    DELETE_RECEIPTS_SQL,
+    CUSTOM_PLAN_SQL,
     DELIVER_KEYS_SQL,
+    GENERIC_PLAN_SQL,
     IN_FLIGHT_SQL,
     INSERT_MESSAGES_SQL,
     LEASES_BY_KEY_SQL,
     NEXT_VISIBLE_SQL,
     PEEK_KEYS_SQL,
     PURGE_SQL,
+    SEND_SQL,
     SIZED_COLUMNS,
     SWEEP_SQL,
     TOMBSTONES_BY_KEY_SQL,
@@ -183,6 +219,7 @@ from .statements import (
     deliver_sql,
     open_queue_sql,
     peek_sql,
+    receive_sql,
 )
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .connection import DatabaseClock

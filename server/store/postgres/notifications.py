@@ -69,13 +69,16 @@ class ChangeFeed:
         for attempt in range(2):  # a second time on a checked pool (e.g. after a restart)
             try:
                 async with pool.connection() as conn:
-                    # Only a wake-up hint: no need to wait for the WAL flush.
-                    await conn.execute(
-                        "SELECT set_config('synchronous_commit', 'off', true),"
-                        " (SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p)",
-                        (self.channel, payloads),
+                    # Only a wake-up hint: no need to wait for the WAL flush. Autocommitted: one
+                    # round trip (the setting is local to the statement's own transaction).
+                    await self._autocommitted(
+                        conn,
+                        conn.execute(
+                            "SELECT set_config('synchronous_commit', 'off', true),"
+                            " (SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p)",
+                            (self.channel, payloads),
+                        ),
                     )
-                    await conn.commit()
                 return
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:
                 if attempt == 0 and not isinstance(error, PoolTimeout):

@@ -25,6 +25,10 @@ SWEEP_LIMIT = 10_000
 COUNTER_SLOTS = 64
 # Candidates read per statement by a receive on a queue with a dead letter queue.
 PICK_READ_AHEAD = 64
+# An ack notifies other replicas (a receiver there may wait for room under max_in_flight) only
+# while the queue's in-flight ceiling is within this many leases of the limit (see the package
+# docstring, Notifications).
+IN_FLIGHT_NOTIFY_MARGIN = 10_000
 # Retries of an operation that lost its connection before COMMIT, or hit a deadlock.
 RETRIES = 3
 

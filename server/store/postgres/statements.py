@@ -288,3 +288,141 @@ WRITE_LEASES_SQL = """
          AS v(key, visible_at, leased, last_error, clear_attempt)
     WHERE m.key = v.key AND m.key = ANY(%(keys)b::bigint[])
 """
+
+
+# --- one statement per RPC ---------------------------------------------------------------------
+#
+# The usual send, receive and ack each run as ONE autocommitted statement (a round trip, no BEGIN
+# and COMMIT): the queue's row (and "now") in a first CTE, the work in the next ones, reading
+# their queue id and instant from it. When the queue's row says the short way does not apply
+# (a dead letter queue, the in-flight limit near, ...) the statement does nothing and says so,
+# and the store takes the transaction way. Expired messages are swept by a statement after it
+# (reads filter them anyway). Notifications stay out of these statements (the package docstring,
+# Notifications: a NOTIFY holds PostgreSQL's cluster-wide notify lock through its commit's WAL
+# flush); the statement says whether one is due.
+
+# Their plans are cached per connection instead of made anew on every execution (PLANNER_SETTINGS'
+# force_custom_plan; planning was 0.3-0.6 ms of the database's CPU per statement, up to 80% of a
+# one-message receive). They can be: the queue's id and "now" come from the CTE q, not from
+# parameters, so no plan knows them anyway, and their index paths hold whatever the statistics
+# say (tests/postgres/test_query_plans.py checks their generic plans on statistics of a nearly
+# empty table too). The store switches a connection's session between the two modes when it
+# goes from one kind of work to the other (PostgresStore._plan_mode): rarely.
+GENERIC_PLAN_SQL = "SET plan_cache_mode = force_generic_plan"
+CUSTOM_PLAN_SQL = "SET plan_cache_mode = force_custom_plan"
+
+# The queue as the one-statement operations read it: q.now, its id and uid, and whether it holds
+# expired messages (open_queue_sql's probe). Statements built on it end with q.now and q.id.
+_QUEUE_NOW = f"""
+    SELECT c.now, q.id, q.uid,
+        (SELECT m.expires_at FROM messages m WHERE m.queue = q.id AND m.expires_at <= c.now
+         ORDER BY m.expires_at LIMIT 1) IS NOT NULL AS has_expired"""
+
+_IN_FLIGHT_CEILING = f"q.leases_counted + ({GRANTED_SQL} - q.grants_at_count)"
+
+
+def _from_queue(statement: str) -> str:
+    """A statement written with the parameters %(now)b, %(queue)b, %(until)b, %(leased)b, reading
+    them instead from the CTE `q` (the queue's row, one or none: then nothing matches)."""
+    for param, value in (
+        ("%(now)b", "(SELECT now FROM q)"),
+        ("%(queue)b", "(SELECT id FROM q WHERE fast)"),
+        ("%(until)b", "(SELECT now + timeout FROM q)"),
+        ("%(leased)b", "(SELECT timeout > 0 FROM q)"),
+    ):
+        statement = statement.replace(param, value)
+    return statement
+
+
+def receive_sql(channel_clause: str = "", sized: bool = False) -> str:
+    """A receive in one statement: deliver_sql after the queue's row, when the queue has no dead
+    letter queue and its in-flight ceiling leaves room for %(limit)b more (else `fast` is false
+    and nothing is delivered). One row per delivered message (its pick order, then
+    MESSAGE_COLUMNS), after q.now, q.id, q.uid, fast, has_expired and the next visible instant (only
+    when nothing was delivered); one row with NULL message columns when none was.
+    %(timeout)b: the lease, NULL for the queue's."""
+    deliver = _from_queue(deliver_sql(channel_clause, sized))
+    deliver = deliver.strip().removeprefix("WITH ")
+    deliver = deliver[: deliver.rindex("SELECT * FROM delivered")]
+    return f"""
+        WITH q AS MATERIALIZED (
+            {_QUEUE_NOW},
+                COALESCE(%(timeout)b::float8, q.visibility_timeout) AS timeout,
+                (q.dead_letter_queue IS NULL OR q.dead_letter_queue = ''
+                 OR q.max_delivery_count IS NULL)
+                AND (COALESCE(%(timeout)b::float8, q.visibility_timeout) <= 0
+                     OR {_IN_FLIGHT_CEILING} + %(limit)b <= q.max_in_flight) AS fast
+            FROM queues q, (SELECT {NOW_SQL} AS now) c
+            WHERE q.name = %(name)b),
+        {deliver}
+        SELECT q.now, q.id, q.uid, q.fast, q.has_expired,
+            CASE WHEN q.fast AND NOT EXISTS (SELECT FROM delivered) THEN
+                (SELECT visible_at FROM messages
+                 WHERE queue = q.id AND visible_at > q.now AND expires_at + 0 > q.now
+                 ORDER BY visible_at LIMIT 1) END,
+            d.*
+        FROM q LEFT JOIN delivered d ON true
+    """
+
+
+# A send without dedup ids in one statement: FOR KEY SHARE of the queue's row (a concurrent
+# DeleteQueue waits for it, then deletes what it wrote), the rows, each message's delay and
+# retention (NULL: the queue's). Returns q.now, q.id, has_expired and the
+# count; no row when there is no such queue.
+SEND_SQL = f"""
+    WITH q AS MATERIALIZED (
+        {_QUEUE_NOW}, q.default_delay, q.message_retention
+        FROM queues q, (SELECT {NOW_SQL} AS now) c
+        WHERE q.name = %(name)b FOR KEY SHARE OF q),
+    sent AS (
+        INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,
+                              expires_at, visible_at)
+        SELECT q.id, m.message_id, m.body, m.attributes::jsonb, m.channel, q.now,
+               q.now + COALESCE(m.ttl, q.message_retention),
+               q.now + COALESCE(m.delay, q.default_delay)
+        FROM q, unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
+                       %(channels)b::text[], %(ttls)b::float8[], %(delays)b::float8[])
+             AS m(message_id, body, attributes, channel, ttl, delay)
+        RETURNING 1)
+    SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
+"""
+
+# Acks by receipt in one statement, for a request whose receipts name distinct messages of this
+# queue as the store knew it (%(queue)b and %(uid)b: a queue deleted and made again under the
+# same name has new ones, and then nothing is deleted). The rows are found by an ordered read of
+# the primary key (ORDER BY key: the only index that gives that order, PLANNER_SETTINGS) and
+# deleted by ctid: by key, a generic plan made on statistics of a nearly empty table read all of
+# messages_visible (which holds key) instead, as deliver_sql says of the receive. A row that
+# another transaction changed meanwhile (a redelivery, a lease change) has a new ctid, so the
+# DELETE's re-check on its newest version lets it be, and the transaction way answers for it
+# (no row lock first: one WAL record less per message). A message goes when its receipt_seq is
+# the receipt's (%(seqs)b, in the order of %(keys)b) and it has not expired: base.fence's "current
+# receipt" case; the caller looks at the others again (their statuses) the transaction way.
+# near_limit: the queue's in-flight ceiling is within %(margin)b of its limit, so a receiver held
+# by the limit on another replica may wait for this ack: only then does the store notify (see the
+# package docstring, Notifications).
+DELETE_RECEIPTS_SQL = f"""
+    WITH q AS MATERIALIZED (
+        {_QUEUE_NOW},
+            {_IN_FLIGHT_CEILING} + %(margin)b >= q.max_in_flight AS near_limit, true AS fast
+        FROM queues q, (SELECT {NOW_SQL} AS now) c
+        WHERE q.name = %(name)b AND q.id = %(queue)b AND q.uid = %(uid)b),
+    gone AS (
+        DELETE FROM messages m WHERE m.ctid = ANY(ARRAY(
+            SELECT ctid FROM messages
+            WHERE key = ANY(%(keys)b::bigint[]) AND queue + 0 = (SELECT id FROM q)
+                AND receipt_seq = (%(seqs)b::integer[])[array_position(%(keys)b::bigint[], key)]
+                AND expires_at + 0 > (SELECT now FROM q)
+            ORDER BY key))
+        RETURNING m.key, m.receipt_seq),
+    marked AS (
+        INSERT INTO tombstones (key, queue, receipt_seq, deleted_at)
+        SELECT gone.key, q.id, gone.receipt_seq, q.now FROM gone, q
+        ON CONFLICT (key) DO UPDATE SET queue = EXCLUDED.queue,
+            receipt_seq = EXCLUDED.receipt_seq, deleted_at = EXCLUDED.deleted_at),
+    counted AS (
+        INSERT INTO queue_counters AS c (queue, slot, deleted)
+        SELECT (SELECT id FROM q), {SLOT_SQL}, count(*) FROM gone HAVING count(*) > 0
+        ON CONFLICT (queue, slot) DO UPDATE SET deleted = c.deleted + EXCLUDED.deleted)
+    SELECT q.now, q.id, q.has_expired, ARRAY(SELECT key FROM gone), q.near_limit FROM q
+"""

@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import secrets
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -57,6 +58,7 @@ from .settings import (
     DEFAULT_SCHEMA,
     HOUSEKEEPING_ROWS,
     HOUSEKEEPING_SECONDS,
+    IN_FLIGHT_NOTIFY_MARGIN,
     OPEN_TIMEOUT,
     PICK_READ_AHEAD,
     PLANNER_SETTINGS,
@@ -72,22 +74,28 @@ from .statements import (
     ATTEMPT_LEASES_SQL,
     DELETE_ATTEMPT_SQL,
     DELETE_KEYS_SQL,
+    DELETE_RECEIPTS_SQL,
+    CUSTOM_PLAN_SQL,
     DELIVER_KEYS_SQL,
+    GENERIC_PLAN_SQL,
     INSERT_MESSAGES_SQL,
     IN_FLIGHT_SQL,
     NEXT_VISIBLE_SQL,
     PEEK_KEYS_SQL,
     PURGE_SQL,
     QUEUE_COLUMNS,
+    SEND_SQL,
     SIZED_COLUMNS,
     SIZE_SQL,
     SLOT_SQL,
+    SWEEP_SQL,
     UNEXPIRED,
     _channel_clause,
     _channel_param,
     candidates_sql,
     deliver_sql,
     peek_sql,
+    receive_sql,
 )
 from .schema import _migrate
 from .connection import DatabaseClock, _check_connection, _one_line, _redacted, _unavailable
@@ -136,6 +144,11 @@ class PostgresStore(ChangeFeed):
         self._pending_event = asyncio.Event()
         self._check_lock = asyncio.Lock()
         self._closing = False
+        # name -> (id, uid) of queues this store has seen: the one-statement ack decodes
+        # receipts with uid and checks both in the statement (a queue made again differs).
+        self._known: dict[str, tuple[int, int]] = {}
+        # Pool connections whose session plans generically now (see _plan_mode).
+        self._generic: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
         # Set while the LISTEN connection is up (tests wait for it).
         self.listening = asyncio.Event()
 
@@ -350,9 +363,13 @@ class PostgresStore(ChangeFeed):
             try:
                 async with pool.connection() as conn:
                     if one_read:
+                        # A read of the queue's row (get_queue, once per RPC): one unique
+                        # index plan either way, so the session stays as it is.
                         tx = _Tx(conn, codec, clock_now)
                         result = await self._autocommitted(conn, fn(tx))
                     else:
+                        if conn in self._generic:
+                            await self._autocommitted(conn, self._plan_mode(conn, False))
                         async with conn.transaction():
                             tx = _Tx(conn, codec, clock_now)
                             result = await fn(tx)
@@ -385,6 +402,76 @@ class PostgresStore(ChangeFeed):
         finally:
             if not conn.broken:
                 await conn.set_autocommit(False)
+
+    async def _statement(
+        self, query: str, params: dict[str, Any], generic: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement autocommitted (one round trip: no BEGIN, no COMMIT); its rows.
+
+        generic: planned once per connection (force_generic_plan; see GENERIC_PLAN_SQL), for
+        the one-statement operations, whose plans need no statistics.
+
+        A failure the server reported (an error with a SQLSTATE: a deadlock, a backend
+        terminated while the statement ran or sat in the pool) rolled the statement back, so it
+        runs again on another connection. A connection lost without a word from the server may
+        have lost the answer to a statement that committed: Unavailable, no retry."""
+        failure: BaseException | None = None
+        for attempt in range(RETRIES + 1):
+            pool = self._pool
+            if pool is None or self._closing:
+                raise Unavailable("the PostgreSQL store is not open")
+            sent = False
+
+            async def work(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+                nonlocal sent
+                await self._plan_mode(conn, generic)
+                sent = True
+                return await self._fetch(conn, query, params)
+
+            try:
+                async with pool.connection() as conn:
+                    return await self._autocommitted(conn, work(conn))
+            except (DeadlockDetected, SerializationFailure) as error:
+                failure = error
+                continue
+            except (PoolTimeout, PoolClosed) as error:
+                raise _unavailable(error) from error
+            except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+                failure = error
+                await self._check_pool()
+                if sent and error.sqlstate is None:
+                    raise _unavailable(error) from error
+                continue
+        assert failure is not None
+        raise _unavailable(failure) from failure
+
+    @staticmethod
+    async def _fetch(
+        conn: psycopg.AsyncConnection[Any], query: str, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        cur = conn.cursor(binary=True)
+        await cur.execute(query, params)
+        return await cur.fetchall() if cur.description is not None else []
+
+    async def _plan_mode(self, conn: psycopg.AsyncConnection[Any], generic: bool) -> None:
+        """Set conn's session to plan generically (the one-statement operations) or anew on
+        every execution (PLANNER_SETTINGS: everything else), when it is not so already. One
+        round trip, only when a connection goes from one kind of work to the other: nearly
+        every operation is a one-statement one. Called in autocommit mode."""
+        if (conn in self._generic) == generic:
+            return
+        await conn.execute(GENERIC_PLAN_SQL if generic else CUSTOM_PLAN_SQL)
+        if generic:
+            self._generic.add(conn)
+        else:
+            self._generic.discard(conn)
+
+    async def _sweep(self, queue_id: int, now: float) -> None:
+        """The expiry sweep after a one-statement operation that saw expired messages."""
+        await self._statement(SWEEP_SQL, {"queue": queue_id, "now": now})
+
+    def _clock_now(self) -> float | None:
+        return None if self._injected_clock is None else self._injected_clock.now()
 
     async def _check_pool(self) -> None:
         """After a connection failed: drop the pool's dead connections (once, for everyone who
@@ -564,6 +651,20 @@ class PostgresStore(ChangeFeed):
     # -- send --------------------------------------------------------------------------------
 
     async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
+        if not any(m.dedup_id for m in messages):
+            # Nothing to deduplicate: one statement.
+            ids = [os.urandom(16).hex() for _ in messages]
+            await self._insert(
+                name,
+                ids,
+                [m.body for m in messages],
+                [_encode_attributes(m.attributes) for m in messages],
+                [m.channel for m in messages],
+                [m.ttl for m in messages],
+                [m.delay for m in messages],
+            )
+            return [SendOutcome(message_id) for message_id in ids]
+
         async def op(tx: _Tx) -> list[SendOutcome]:
             # FOR KEY SHARE: a concurrent DeleteQueue waits for this send, then deletes it too.
             found = await tx.queue(name, lock="FOR KEY SHARE")
@@ -610,6 +711,46 @@ class PostgresStore(ChangeFeed):
             return outcomes
 
         return await self._run(op)
+
+    async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
+        """Send messages that are only a body (QueueCore.send_bodies' fast path): their ids."""
+        n = len(bodies)
+        ids = [os.urandom(16).hex() for _ in range(n)]
+        await self._insert(name, ids, bodies, [None] * n, [""] * n, [None] * n, [None] * n)
+        return ids
+
+    async def _insert(
+        self,
+        name: str,
+        ids: list[str],
+        bodies: list[bytes],
+        attributes: list[str | None],
+        channels: list[str],
+        ttls: list[float | None],
+        delays: list[float | None],
+    ) -> None:
+        """SEND_SQL: messages without dedup ids (ttl, delay None: the queue's)."""
+        rows = await self._statement(
+            SEND_SQL,
+            generic=True,
+            params={
+                "name": name,
+                "now": self._clock_now(),
+                "message_ids": ids,
+                "bodies": bodies,
+                "attributes": attributes,
+                "channels": channels,
+                "ttls": ttls,
+                "delays": delays,
+            },
+        )
+        if not rows:
+            raise QueueNotFound(name)
+        now, queue_id, has_expired, count = rows[0]
+        if count:
+            self._publish([name])
+        if has_expired:
+            await self._sweep(queue_id, now)
 
     @staticmethod
     async def _claim_dedup(tx: _Tx, found: _Queue, first: dict[str, str]) -> dict[str, str]:
@@ -659,6 +800,15 @@ class PostgresStore(ChangeFeed):
         max_bytes: int | None = None,
     ) -> ReceiveOutcome:
         cut = False  # the byte limit ended the pick: candidates were locked and let go
+        if not attempt_id and max_messages > 0:
+            fast = await self._waking_on_rollback(
+                name,
+                self._receive_fast(
+                    name, max_messages, visibility_timeout, channel_filter, max_bytes
+                ),
+            )
+            if fast is not None:
+                return fast
 
         async def op(tx: _Tx) -> ReceiveOutcome:
             nonlocal cut
@@ -699,19 +849,88 @@ class PostgresStore(ChangeFeed):
                 )
             return await self._outcome(tx, found, [tx.delivered(found, row) for row in rows])
 
-        try:
-            outcome = await self._run(op)
-        except LeaseqError as error:
-            if isinstance(error, Unavailable):
-                self._wake_after_rollback(name)
-            raise
-        except BaseException:  # cancelled
-            self._wake_after_rollback(name)
-            raise
+        outcome = await self._waking_on_rollback(name, self._run(op))
         if cut:
             # Receivers that skipped the candidates past the cut may have gone to sleep on them.
             self._wake_after_rollback(name)
         return outcome
+
+    async def _receive_fast(
+        self,
+        name: str,
+        max_messages: int,
+        visibility_timeout: float | None,
+        channel_filter: str,
+        max_bytes: int | None,
+    ) -> ReceiveOutcome | None:
+        """A receive in one statement (receive_sql); None when the queue needs the transaction
+        way (a dead letter queue, or the in-flight limit near: nothing was delivered then)."""
+        codec = self._codec
+        if codec is None:
+            raise Unavailable("the PostgreSQL store is not open")
+        rows = await self._statement(
+            receive_sql(_channel_clause(channel_filter), sized=max_bytes is not None),
+            generic=True,
+            params={
+                "name": name,
+                "now": self._clock_now(),
+                "timeout": visibility_timeout,
+                "limit": max_messages,
+                "channel": _channel_param(channel_filter),
+                "attempt": None,
+                "max_bytes": max_bytes,
+            },
+        )
+        if not rows:
+            raise QueueNotFound(name)
+        now, queue_id, uid, fast, has_expired, next_visible = rows[0][:6]
+        self._known[name] = (queue_id, uid)
+        if has_expired:
+            await self._sweep(queue_id, now)
+        if not fast:
+            return None
+        picked = sorted((row for row in rows if row[6] is not None), key=lambda row: row[6])
+        messages = []
+        taken = 0
+        for row in picked:
+            (key, message_id, body, attributes, channel, enqueued_at, expires_at, visible_at,
+             _, delivery_count, receipt_seq, last_error, _) = row[7:]
+            messages.append(
+                DeliveredMessage(
+                    key=key,
+                    message_id=message_id,
+                    receipt=codec.encode(uid, key, receipt_seq),
+                    body=body,
+                    attributes=dict(attributes or {}),
+                    channel=channel,
+                    enqueued_at=enqueued_at,
+                    expires_at=expires_at,
+                    visible_at=visible_at,
+                    delivery_count=delivery_count,
+                    last_error=last_error,
+                )
+            )
+            taken += message_size(body, attributes or {})
+        if len(messages) < max_messages and bytes_reached(taken, max_bytes):
+            # Receivers that skipped the candidates past the cut may have gone to sleep on them.
+            self._wake_after_rollback(name)
+        if messages:
+            return ReceiveOutcome(messages)
+        return ReceiveOutcome([], next_visible_at=next_visible)
+
+    async def _waking_on_rollback(self, queue: str, receive: Awaitable[T]) -> T:
+        """Await a receive's transaction; when it rolled back (the store failed, or the caller
+        was cancelled), wake the queue's receivers (_wake_after_rollback). A refusal such as
+        QueueNotFound locked nothing and wakes nobody."""
+        try:
+            return await receive
+        except LeaseqError as error:
+            if isinstance(error, Unavailable):
+                self._wake_after_rollback(queue)
+            raise
+        except BaseException:  # cancelled
+            self._wake_after_rollback(queue)
+            raise
 
     def _wake_after_rollback(self, queue: str) -> None:
         """A receive rolled back: receivers that skipped the messages it had locked may have gone
@@ -979,8 +1198,69 @@ class PostgresStore(ChangeFeed):
     async def delete(
         self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
     ) -> DeleteOutcome:
+        if not attempt_ids:
+            outcome = await self._delete_fast(name, receipts)
+            if outcome is not None:
+                return outcome
+        return await self._delete_slow(name, receipts, attempt_ids)
+
+    async def _delete_fast(self, name: str, receipts: list[str]) -> DeleteOutcome | None:
+        """Acks in one statement (DELETE_RECEIPTS_SQL) when every receipt verifies against the
+        queue as this store knows it and names a message of its own. The receipts it did not
+        delete (stale, already deleted, ...) go the transaction way for their statuses. None:
+        all of them do."""
+        known, codec = self._known.get(name), self._codec
+        if known is None or codec is None or not receipts:
+            return None
+        queue_id, uid = known
+        decoded = [codec.decode(receipt, uid) for receipt in receipts]
+        if any(d is None for d in decoded):
+            return None
+        keys = [d[0] for d in decoded if d is not None]
+        if len(set(keys)) != len(keys):
+            return None  # a repeat sees the first one's delete: base.py's order, entry by entry
+        rows = await self._statement(
+            DELETE_RECEIPTS_SQL,
+            generic=True,
+            params={
+                "name": name,
+                "queue": queue_id,
+                "uid": uid,
+                "now": self._clock_now(),
+                "keys": keys,
+                "seqs": [d[1] for d in decoded if d is not None],
+                "margin": IN_FLIGHT_NOTIFY_MARGIN,
+            },
+        )
+        if not rows:
+            self._known.pop(name, None)  # gone, or made again: learn it anew
+            return None
+        now, _, has_expired, deleted, near_limit = rows[0]
+        if deleted and near_limit:
+            self._publish([name])  # in-flight room for waiters held by max_in_flight
+        if has_expired:
+            await self._sweep(queue_id, now)
+        gone = set(deleted)
+        if len(gone) == len(keys):
+            return DeleteOutcome(
+                [LeaseResult(r, LeaseStatus.OK, key=k) for r, k in zip(receipts, keys)],
+                [],
+                keys,
+            )
+        rest = await self._delete_slow(name, [r for r, k in zip(receipts, keys) if k not in gone])
+        others = iter(rest.results)
+        results = [
+            LeaseResult(r, LeaseStatus.OK, key=k) if k in gone else next(others)
+            for r, k in zip(receipts, keys)
+        ]
+        return DeleteOutcome(results, [], [k for k in keys if k in gone] + rest.deleted_keys)
+
+    async def _delete_slow(
+        self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
+    ) -> DeleteOutcome:
         async def op(tx: _Tx) -> DeleteOutcome:
             found = await tx.queue(name)
+            self._known[name] = (found.id, found.uid)
             decoded = [tx.codec.decode(r, found.uid) for r in receipts]
             leases, tombstones = await tx.lookup(found, decoded)
             results: list[LeaseResult] = []
