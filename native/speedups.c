@@ -489,7 +489,10 @@ static PyObject *decode_receipts(PyObject *self, PyObject *args) {
        data: a serialized SendMessagesRequest. When every entry sets no field but id (1) and
        body (2), their values, in order (a field given twice: the last one, as protobuf reads
        it); None when any entry sets another field, or the bytes do not parse. Python's twin is
-       convert.plain_entries_python. */
+       convert.plain_entries_python.
+   plain_entries(data, True) -> (ids, bodies, dedup_ids) | None
+       The same, dedup_id (7) allowed too: dedup_ids is None when no entry sets one, else one
+       text per entry ("" where unset). */
 
 static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     uint64_t v = 0;
@@ -521,38 +524,57 @@ static int skip_value(const uint8_t **p, const uint8_t *end, int type) {
     }
 }
 
-/* 1: plain, with id/body set (borrowed pointers into the buffer); 0: not plain; -1 malformed. */
-static int scan_entry(const uint8_t *p, const uint8_t *end, const uint8_t **id, uint64_t *id_len,
-                      const uint8_t **body, uint64_t *body_len) {
-    *id = *body = NULL;
-    *id_len = *body_len = 0;
+/* One entry's length-delimited fields 1 (id), 2 (body) and, when `dedup` is not NULL, 7
+   (dedup_id): borrowed pointers into the buffer (NULL, 0 when unset). */
+typedef struct {
+    const uint8_t *at[3];
+    uint64_t len[3];
+} EntryFields;
+
+/* 1: plain (only those fields set); 0: not plain; -1 malformed. */
+static int scan_entry(const uint8_t *p, const uint8_t *end, EntryFields *f, int with_dedup) {
+    memset(f, 0, sizeof *f);
     while (p < end) {
         uint64_t tag, n;
         if (read_varint(&p, end, &tag) < 0) return -1;
         uint64_t field = tag >> 3;
         int type = (int)(tag & 7);
-        if ((field == 1 || field == 2) && type == 2) {
-            if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p)) return -1;
-            if (field == 1) { *id = p; *id_len = n; }
-            else { *body = p; *body_len = n; }
-            p += n;
-        } else {
-            return 0;
-        }
+        int slot = field == 1 ? 0 : field == 2 ? 1 : (field == 7 && with_dedup) ? 2 : -1;
+        if (slot < 0 || type != 2) return 0;
+        if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p)) return -1;
+        f->at[slot] = p;
+        f->len[slot] = n;
+        p += n;
     }
     return 1;
 }
 
-static PyObject *plain_entries(PyObject *self, PyObject *data) {
-    if (!PyBytes_Check(data)) {
-        PyErr_SetString(PyExc_TypeError, "expected bytes");
-        return NULL;
+/* A text field's value as str (the shared empty string when empty); NULL with an error set. */
+static PyObject *text_value(const uint8_t *at, uint64_t len, PyObject **empty) {
+    if (len == 0) {
+        if (*empty == NULL && (*empty = PyUnicode_FromStringAndSize("", 0)) == NULL) return NULL;
+        return Py_NewRef(*empty);
     }
+    return PyUnicode_DecodeUTF8((const char *)at, (Py_ssize_t)len, "strict");
+}
+
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+static PyObject *plain_entries(PyObject *self, PyObject *args) {
+    PyObject *data;
+    int with_dedup = 0;
+    if (!PyArg_ParseTuple(args, "O!|p", &PyBytes_Type, &data, &with_dedup)) return NULL;
     const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(data);
     const uint8_t *end = p + PyBytes_GET_SIZE(data);
-    PyObject *ids = PyList_New(0), *bodies = PyList_New(0);
-    PyObject *empty_id = NULL;
-    if (ids == NULL || bodies == NULL) goto fail;
+    PyObject *ids = PyList_New(0), *bodies = PyList_New(0), *dedup_ids = PyList_New(0);
+    PyObject *empty = NULL;
+    int any_dedup = 0;
+    if (ids == NULL || bodies == NULL || dedup_ids == NULL) goto fail;
     while (p < end) {
         uint64_t tag, n;
         if (read_varint(&p, end, &tag) < 0) goto not_plain;
@@ -561,43 +583,42 @@ static PyObject *plain_entries(PyObject *self, PyObject *data) {
         if (field == 0 || field > 0x1FFFFFFF || tag > 0xFFFFFFFF) goto not_plain;  /* invalid */
         if (field == 2 && type == 2) {
             if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p)) goto not_plain;
-            const uint8_t *id, *body;
-            uint64_t id_len, body_len;
-            int plain = scan_entry(p, p + n, &id, &id_len, &body, &body_len);
-            if (plain <= 0) goto not_plain;
+            EntryFields f;
+            if (scan_entry(p, p + n, &f, with_dedup) <= 0) goto not_plain;
             p += n;
-            PyObject *id_text;
-            if (id_len == 0) {
-                if (empty_id == NULL && (empty_id = PyUnicode_FromStringAndSize("", 0)) == NULL)
-                    goto fail;
-                id_text = Py_NewRef(empty_id);
-            } else {
-                id_text = PyUnicode_DecodeUTF8((const char *)id, (Py_ssize_t)id_len, "strict");
-                if (id_text == NULL) goto fail;
+            if (append_new(ids, text_value(f.at[0], f.len[0], &empty)) < 0) goto fail;
+            if (append_new(bodies, PyBytes_FromStringAndSize((const char *)f.at[1],
+                                                             (Py_ssize_t)f.len[1])) < 0)
+                goto fail;
+            if (with_dedup) {
+                any_dedup |= f.len[2] > 0;
+                if (append_new(dedup_ids, text_value(f.at[2], f.len[2], &empty)) < 0) goto fail;
             }
-            int failed = PyList_Append(ids, id_text);
-            Py_DECREF(id_text);
-            if (failed) goto fail;
-            PyObject *body_bytes = PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)body_len);
-            if (body_bytes == NULL) goto fail;
-            failed = PyList_Append(bodies, body_bytes);
-            Py_DECREF(body_bytes);
-            if (failed) goto fail;
         } else if (skip_value(&p, end, type) < 0) {
             goto not_plain;
         }
     }
-    Py_XDECREF(empty_id);
-    return Py_BuildValue("(NN)", ids, bodies);
+    Py_XDECREF(empty);
+    if (!with_dedup) {
+        Py_DECREF(dedup_ids);
+        return Py_BuildValue("(NN)", ids, bodies);
+    }
+    if (!any_dedup) {
+        Py_DECREF(dedup_ids);
+        return Py_BuildValue("(NNO)", ids, bodies, Py_None);
+    }
+    return Py_BuildValue("(NNN)", ids, bodies, dedup_ids);
 not_plain:
-    Py_XDECREF(empty_id);
+    Py_XDECREF(empty);
     Py_DECREF(ids);
     Py_DECREF(bodies);
+    Py_DECREF(dedup_ids);
     Py_RETURN_NONE;
 fail:
-    Py_XDECREF(empty_id);
+    Py_XDECREF(empty);
     Py_XDECREF(ids);
     Py_XDECREF(bodies);
+    Py_XDECREF(dedup_ids);
     return NULL;
 }
 
@@ -639,8 +660,9 @@ static PyMethodDef methods[] = {
      "encode_receipts(blake_key, queue_uid, pairs) -> list[str]: ReceiptCodec.encode of each."},
     {"decode_receipts", decode_receipts, METH_VARARGS,
      "decode_receipts(blake_key, queue_uid, receipts) -> list: ReceiptCodec.decode of each."},
-    {"plain_entries", plain_entries, METH_O,
-     "plain_entries(data) -> (ids, bodies) | None: a SendMessagesRequest's id/body-only entries."},
+    {"plain_entries", plain_entries, METH_VARARGS,
+     "plain_entries(data, with_dedup=False) -> (ids, bodies[, dedup_ids]) | None: a"
+     " SendMessagesRequest's id/body(/dedup_id)-only entries."},
     {"send_results", send_results, METH_VARARGS,
      "send_results(ids, message_ids) -> bytes: SendMessagesResponse results, as wire bytes."},
     {NULL, NULL, 0, NULL},

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -34,7 +35,13 @@ from .auth import Security
 from .limits import Limits, StreamLimiter, fit_to_fd_limit
 from .logs import RequestLogInterceptor
 from .metrics import Metrics
-from .service import MAX_GRPC_MESSAGE_BYTES, SERVICE_NAME, QueueService, add_to_server
+from .service import (
+    MAX_GRPC_MESSAGE_BYTES,
+    SERVICE_NAME,
+    GenericOnly,
+    QueueService,
+    add_to_server,
+)
 from .store import open_store, redact_url
 from .store.base import ChangeFeed, Store
 
@@ -194,9 +201,10 @@ def build(
         store.subscribe(service.longpoll.store_changed)
     add_to_server(service, server)
     health = _Health()
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health, GenericOnly(server))
     reflection.enable(
-        server, (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
+        GenericOnly(server),
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
     )
     credentials = security.credentials() if security else None
     port = _bind(server, listen, credentials)
@@ -205,7 +213,7 @@ def build(
         health_server = grpc.aio.server(
             options=listener_options + limits.health_server_options()
         )
-        health_pb2_grpc.add_HealthServicer_to_server(health, health_server)
+        health_pb2_grpc.add_HealthServicer_to_server(health, GenericOnly(health_server))
         health_port = _bind(health_server, health_listen, None)
     return LeaseqServer(
         server, port, service, health, stream_limiter, health_server, health_port, metrics
@@ -344,6 +352,7 @@ async def serve(
             console = await _start_console(built, security, console_listen)
             cleanup.push_async_callback(console.stop)
         await built.start()
+        _settle_garbage_collector()
         if built.health_port is not None:
             log.info("health on port %d", built.health_port)
         stop = stop or asyncio.Event()
@@ -356,6 +365,23 @@ async def serve(
         await stop.wait()
         log.info("draining (grace %.1fs)", grace)
         await built.shutdown(grace)
+
+
+GC_YOUNG_THRESHOLD = 20_000
+"""Allocations between two collections of the youngest generation (CPython's default: 700)."""
+
+
+def _settle_garbage_collector() -> None:
+    """Once everything the server keeps for its life is built: freeze it (`gc.freeze`: the
+    collector no longer walks the modules, grpc, protobuf descriptors and the store's objects at
+    every full collection) and collect the youngest generation less often. The server allocates
+    objects per message (DeliveredMessage, LeaseResult, rows) that are freed by reference
+    counting, not by the collector; at the default thresholds the collector took about 4% of the
+    server's instructions at cycle batch 1000 (callgrind). Cycles are still collected."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(max(gc.get_threshold()[0], GC_YOUNG_THRESHOLD), older, oldest)
 
 
 def _install_signal_handlers(

@@ -328,6 +328,24 @@ class QueueCore:
         self.longpoll.traffic.sent(name, len(message_ids))
         return message_ids
 
+    async def send_keyed(
+        self, name: str, bodies: list[bytes], dedup_ids: list[str], default_delay: float
+    ) -> tuple[list[str], list[int]]:
+        """send_bodies of messages that may also have a dedup id ("" for none; write_queue sends
+        every row with one): their message ids (a duplicate's is its original's, as send
+        answers) and the indexes of the duplicates. Through the store's optional `send_keyed`
+        (SqliteStore: the dedup ids looked up and recorded as a set per batch), else `send`."""
+        fast = getattr(self.store, "send_keyed", None)
+        if fast is None:
+            messages = [NewMessage(body, dedup_id=d) for body, d in zip(bodies, dedup_ids)]
+            outcomes = await self.send_checked(name, messages, default_delay)
+            duplicates = [i for i, outcome in enumerate(outcomes) if outcome.duplicate]
+            return [outcome.message_id for outcome in outcomes], duplicates
+        message_ids, duplicates = await fast(name, bodies, dedup_ids)
+        self.longpoll.sent_bodies(name, len(message_ids) - len(duplicates), default_delay)
+        self.longpoll.traffic.sent(name, len(message_ids))
+        return message_ids, duplicates
+
     async def receive(
         self,
         principal: Principal | None,

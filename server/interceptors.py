@@ -175,3 +175,30 @@ def observe(handler: grpc.RpcMethodHandler | None, start: Start) -> grpc.RpcMeth
         # grpc's handlers are namedtuples (RpcMethodHandler is only their abstract type).
         return cast(Any, handler)._replace(**{kind: wrapped})
     return handler
+
+
+class ObservedHandlers:
+    """observe() of each method's handler, made once per method instead of at every call.
+
+    The handler a method resolves to is the same object at every call, unless an inner
+    interceptor makes one per call (auth does): so the wrapped handler is kept per method and
+    made again only when the handler it wraps changed. Only methods that resolve to a handler
+    are kept, so the table is bounded by the server's methods. start_for(service, method) gives
+    the `start` of that method's calls."""
+
+    def __init__(self, start_for: Callable[[str, str], Start]) -> None:
+        self._start_for = start_for
+        self._made: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler | None]] = {}
+
+    def get(
+        self, full_method: str, handler: grpc.RpcMethodHandler | None
+    ) -> grpc.RpcMethodHandler | None:
+        if handler is None:
+            return None
+        made = self._made.get(full_method)
+        if made is not None and made[0] is handler:
+            return made[1]
+        service, method = split_method(full_method)
+        wrapped = observe(handler, self._start_for(service, method))
+        self._made[full_method] = (handler, wrapped)
+        return wrapped

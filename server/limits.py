@@ -161,17 +161,21 @@ class StreamLimiter(grpc.aio.ServerInterceptor):
         self.peak = 0  # the most that ran at once
         self.started = 0
         self.refused = 0
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None
+        self._limited: tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler] | None = None
 
     def _set(self, active: int) -> None:
         self.active = active
         self.peak = max(self.peak, active)
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:  # made only while someone waits: not at every call
+            self._changed.set()
+            self._changed = None
 
     async def wait_until(self, predicate: Callable[[int], bool]) -> int:
         """Until predicate(active) holds (tests wait for a cancelled stream's slot this way)."""
         while not predicate(self.active):
+            if self._changed is None:
+                self._changed = asyncio.Event()
             await self._changed.wait()
         return self.active
 
@@ -183,6 +187,16 @@ class StreamLimiter(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if details.method != GET_MESSAGES or handler is None or handler.unary_stream is None:
             return handler
+        # The same handler at every call unless an inner interceptor makes one per call (auth):
+        # its limited twin is made once, not at every call.
+        made = self._limited
+        if made is not None and made[0] is handler:
+            return made[1]
+        limited = self._limit(handler)
+        self._limited = (handler, limited)
+        return limited
+
+    def _limit(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         behaviour = handler.unary_stream
 
         async def limited(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:

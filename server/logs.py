@@ -20,8 +20,10 @@ other codes at INFO.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import json
 import logging
+import os
 import re
 import secrets
 import sys
@@ -32,7 +34,7 @@ import grpc
 import grpc.aio
 
 from .errors import clip
-from .interceptors import Observation, observe, split_method
+from .interceptors import Observation, ObservedHandlers, Start
 
 REQUEST_ID_KEY = "x-request-id"
 _VALID_REQUEST_ID = re.compile(r"^[!-~]{1,128}$")  # printable ASCII, no space
@@ -58,7 +60,32 @@ def request_id_from(metadata: Any) -> str:
     for key, value in metadata or ():
         if key == REQUEST_ID_KEY and isinstance(value, str) and _VALID_REQUEST_ID.match(value):
             return value
-    return secrets.token_hex(16)
+    return new_request_id()
+
+
+class _RequestIds:
+    """New request ids: 32 hex digits, a random half per process and a counter, so that a call
+    costs no system call for randomness (an id must be unique, not secret). A forked worker
+    draws its own random half."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._prefix = secrets.token_hex(8)
+        self._count = itertools.count(secrets.randbits(32))
+
+    def new(self) -> str:
+        return f"{self._prefix}{next(self._count) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+
+
+_request_ids = _RequestIds()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_request_ids.reset)
+
+
+def new_request_id() -> str:
+    return _request_ids.new()
 
 
 # --- the interceptor ----------------------------------------------------------------------------
@@ -144,18 +171,23 @@ class RequestLogInterceptor(grpc.aio.ServerInterceptor):
     """Request ids and the access log for every RPC (see the module docstring). Put it first
     (outermost), so the id is set before any other interceptor or the handler logs."""
 
+    def __init__(self) -> None:
+        self._observed = ObservedHandlers(self._start_for)
+
+    @staticmethod
+    def _start_for(service: str, method: str) -> Start:
+        def start(request: Any, context: grpc.aio.ServicerContext) -> Observation:
+            return _Access(context, service, method, request)
+
+        return start
+
     async def intercept_service(
         self,
         continuation: Any,
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
-        service, method = split_method(handler_call_details.method)
-
-        def start(request: Any, context: grpc.aio.ServicerContext) -> Observation:
-            return _Access(context, service, method, request)
-
-        return observe(handler, start)
+        return self._observed.get(handler_call_details.method, handler)
 
 
 # --- formats (for the application: `leaseq serve`) ----------------------------------------------

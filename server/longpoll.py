@@ -128,6 +128,22 @@ log = logging.getLogger(__name__)
 TIMER_SLACK = 0.0005
 
 
+def chunk_facts(messages: Sequence[DeliveredMessage], now: float) -> tuple[int, float | None]:
+    """Of a chunk a look found: its bytes (message_size summed: what counts against call_bytes
+    and the byte budget) and the earliest lease it granted ends (visible_at > now), in one pass
+    instead of one pass for each (about 0.6 us a message saved at batch 1000)."""
+    size = 0
+    end: float | None = None
+    for message in messages:
+        size += len(message.body)
+        if message.attributes:
+            size += message_size(b"", message.attributes)
+        visible_at = message.visible_at
+        if visible_at > now and (end is None or visible_at < end):
+            end = visible_at
+    return size, end
+
+
 class Cancellable(Protocol):
     def cancel(self) -> None: ...
 
@@ -684,34 +700,36 @@ class LongPoll:
         chain: bool,
         now: float,
         dead_letter_queue: str | None,
-    ) -> None:
+    ) -> int:
+        """What a look's outcome tells the queue's waiters (rules 3 and 5); returns the bytes of
+        the messages it found (`chunk_facts`)."""
         if dead_letter_queue:
             # A receive may have moved messages to the dead letter queue (the store does not
             # say how many): a look there, counted like a timer's.
             self._signals.wake(dead_letter_queue, 1, chain=True)
-        if messages:
-            ends = [m.visible_at for m in messages if m.visible_at > now]
-            # A chunk cut by bytes may have left more behind, like a full one (rule 3).
-            cut = sum(message_size(m.body, m.attributes) for m in messages) >= self.call_bytes
-            got = want if cut else len(messages)
-            self._signals.delivered(queue, got, want, chain, min(ends, default=None))
+        if not messages:
+            return 0
+        size, lease_end = chunk_facts(messages, now)
+        # A chunk cut by bytes may have left more behind, like a full one (rule 3).
+        got = want if size >= self.call_bytes else len(messages)
+        self._signals.delivered(queue, got, want, chain, lease_end)
+        return size
 
     async def _reserve(self, max_messages: int, max_message_bytes: int) -> Reservation:
         return await self.budget.reserve(
             read_estimate(max_messages, max_message_bytes, self.call_bytes)
         )
 
-    def _hold(self, reservation: Reservation, messages: list[DeliveredMessage]) -> int:
-        """Shrink the reservation to what the read returned; returns those bytes."""
-        size = sum(message_size(m.body, m.attributes) for m in messages)
+    @staticmethod
+    def _hold(reservation: Reservation, messages: list[DeliveredMessage], size: int) -> None:
+        """Shrink the reservation to what the read returned (size: its messages' bytes)."""
         reservation.resize(size + MESSAGE_OVERHEAD * len(messages))
-        return size
 
     async def _first_chunk(
         self, params: ReceiveParams, config: QueueConfig
-    ) -> tuple[ReceiveOutcome, Reservation] | None:
-        """The long poll of a receive: its first non-empty chunk and the reservation that holds
-        it, or None at the deadline or drain."""
+    ) -> tuple[ReceiveOutcome, Reservation, int] | None:
+        """The long poll of a receive: its first non-empty chunk, the reservation that holds
+        it and the chunk's bytes, or None at the deadline or drain."""
         assert params.wait_time is not None, "resolve_receive fills wait_time"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + params.wait_time
@@ -734,11 +752,11 @@ class LongPoll:
                 except BaseException:
                     reservation.release()
                     raise
-                self._after_look(
+                size = self._after_look(
                     queue, outcome.messages, want, chain, now, config.dead_letter_queue
                 )
                 if outcome.messages:
-                    return outcome, reservation
+                    return outcome, reservation, size
                 reservation.release()
                 remaining = deadline - loop.time()
                 if remaining <= 0 or self._draining:
@@ -758,7 +776,7 @@ class LongPoll:
         first = await self._first_chunk(params, config)
         if first is None:
             return []
-        outcome, reservation = first
+        outcome, reservation, _ = first
         reservation.release()
         return outcome.messages
 
@@ -780,11 +798,11 @@ class LongPoll:
         if first is None:
             yield []
             return
-        outcome, reservation = first
+        outcome, reservation, size = first
         wanted = params.max_messages
         while True:
             messages = outcome.messages
-            size = self._hold(reservation, messages)
+            self._hold(reservation, messages, size)
             with reservation:
                 with self._unsent(params.queue, messages):
                     yield messages
@@ -809,7 +827,7 @@ class LongPoll:
             except BaseException:
                 reservation.release()
                 raise
-            self._after_look(
+            size = self._after_look(
                 params.queue, outcome.messages, wanted, False, now, config.dead_letter_queue
             )
             if not outcome.messages:
@@ -871,7 +889,7 @@ class LongPoll:
                 except BaseException:
                     reservation.release()
                     raise
-                self._after_look(
+                size = self._after_look(
                     queue, outcome.messages, wanted, chain, now, config.dead_letter_queue
                 )
                 if outcome.messages:
@@ -879,7 +897,7 @@ class LongPoll:
                     for message in leased:
                         tracker.add(message.key, message.visible_at)
                     self._registry.claim(queue, (m.key for m in leased), tracker)
-                    self._hold(reservation, outcome.messages)
+                    self._hold(reservation, outcome.messages, size)
                     with reservation:
                         with self._unsent(queue, outcome.messages):
                             yield outcome.messages

@@ -64,8 +64,9 @@ from prometheus_client.registry import Collector
 from leaseq.v1 import queue_service_pb2 as pb
 
 from .addresses import AddressInUse, StartupError, parse_listen
+from .convert import Wire
 from .errors import QueueNotFound
-from .interceptors import Observation, observe, split_method
+from .interceptors import Observation, ObservedHandlers, Start
 from .service import SERVICE_NAME
 from .store.base import QueueStats, Store
 
@@ -83,15 +84,24 @@ _PAGE = 500
 # --- the RPC side -------------------------------------------------------------------------------
 
 
-def _sent(response: pb.SendMessagesResponse) -> int:
+# A hot response may come as convert.Wire (its wire bytes): it carries its count.
+
+
+def _sent(response: pb.SendMessagesResponse | Wire) -> int:
+    if response.__class__ is Wire:
+        return response.count
     return sum(1 for r in response.results if not r.HasField("error") and not r.duplicate)
 
 
-def _received(response: pb.GetMessagesResponse) -> int:
+def _received(response: pb.GetMessagesResponse | Wire) -> int:
+    if response.__class__ is Wire:
+        return response.count
     return len(response.messages)
 
 
-def _deleted(response: pb.DeleteMessagesResponse) -> int:
+def _deleted(response: pb.DeleteMessagesResponse | Wire) -> int:
+    if response.__class__ is Wire:
+        return response.count
     acked = sum(1 for r in response.results if r.status == pb.LEASE_STATUS_OK)
     return acked + sum(a.deleted_count for a in response.attempt_results)
 
@@ -227,17 +237,19 @@ class _RpcMetrics(Observation):
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
+        self._observed = ObservedHandlers(self._start_for)
+
+    def _start_for(self, service: str, method: str) -> Start:
+        def start(request: Any, context: grpc.aio.ServicerContext) -> Observation:
+            return _RpcMetrics(self.metrics, context, service, method, request)
+
+        return start
 
     async def intercept_service(
         self, continuation: Any, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
-        service, method = split_method(handler_call_details.method)
-
-        def start(request: Any, context: grpc.aio.ServicerContext) -> Observation:
-            return _RpcMetrics(self.metrics, context, service, method, request)
-
-        return observe(handler, start)
+        return self._observed.get(handler_call_details.method, handler)
 
 
 # --- the store side -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ the v1alpha one, renamed), so a client can also describe the v1 service it talks
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -24,8 +25,9 @@ V1_SERVICE = f"{V1_PACKAGE}.ServerReflection"
 V1_FILE = "grpc/reflection/v1/reflection.proto"
 
 
-def enable(server: grpc.aio.Server, service_names: Iterable[str]) -> None:
-    """Serve reflection on server for service_names (both reflection services are added)."""
+def enable(server: Any, service_names: Iterable[str]) -> None:
+    """Serve reflection on server (a grpc.aio.Server, or service.GenericOnly of one) for
+    service_names (both reflection services are added)."""
     register_v1_descriptor()
     servicer = ReflectionServicer((*service_names, V1_SERVICE, V1ALPHA_SERVICE))
     v1alpha_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)

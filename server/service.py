@@ -78,8 +78,8 @@ async def _abort_internal(context: grpc.aio.ServicerContext, rpc: str) -> None:
 
 
 def _unary(
-    handler: Callable[[QueueService, Any, grpc.aio.ServicerContext], Awaitable[Message]],
-) -> Callable[..., Awaitable[Message]]:
+    handler: Callable[[QueueService, Any, grpc.aio.ServicerContext], Awaitable[Any]],
+) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(handler)
     async def wrapper(self: QueueService, request: Any, context: grpc.aio.ServicerContext):
         try:
@@ -97,8 +97,8 @@ def _unary(
 
 
 def _streaming(
-    handler: Callable[[QueueService, Any, grpc.aio.ServicerContext], AsyncGenerator[Message, None]],
-) -> Callable[..., AsyncIterator[Message]]:
+    handler: Callable[[QueueService, Any, grpc.aio.ServicerContext], AsyncGenerator[Any, None]],
+) -> Callable[..., AsyncIterator[Any]]:
     @functools.wraps(handler)
     async def wrapper(self: QueueService, request: Any, context: grpc.aio.ServicerContext):
         try:
@@ -161,6 +161,10 @@ class QueueService(pb_grpc.QueueServiceServicer):
     def _now(self) -> Any:
         return convert.seconds_to_timestamp(self._store.clock.now())
 
+    def _time_field(self, tag: bytes) -> bytes:
+        """server_time (field `tag`) as wire bytes, for responses sent as convert.Wire."""
+        return convert.timestamp_field(tag, self._store.clock.now())
+
     # --- queues -----------------------------------------------------------------------------
 
     @_unary
@@ -218,7 +222,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
     @_unary
     async def SendMessages(
         self, request: pb.SendMessagesRequest, context
-    ) -> pb.SendMessagesResponse:
+    ) -> pb.SendMessagesResponse | convert.Wire:
         sent = await self._send_plain(request)
         if sent is not None:
             return sent
@@ -252,31 +256,45 @@ class QueueService(pb_grpc.QueueServiceServicer):
         response.server_time.CopyFrom(self._now())
         return response
 
-    async def _send_plain(self, request: pb.SendMessagesRequest) -> pb.SendMessagesResponse | None:
-        """SendMessages when every entry is only an id and a body within the queue's
-        max_message_bytes (the usual batch): the same checks and outcome as the per-entry way,
-        with no Python object per message (issue 20). None: take the per-entry way."""
-        plain = convert.plain_entries(request)
+    async def _send_plain(self, request: pb.SendMessagesRequest) -> convert.Wire | None:
+        """SendMessages when every entry is only an id, a body within the queue's
+        max_message_bytes and perhaps a dedup id (the usual batch, and write_queue's): the same
+        checks and outcome as the per-entry way, with no Python object per message (issue 20).
+        None: take the per-entry way."""
+        plain = convert.plain_entries(request, with_dedup=True)
         if plain is None:
             return None
-        ids, bodies = plain
+        ids, bodies, dedup_ids = plain
         name = validation.queue_name(request.queue, "queue")
         validation.batch_size(len(bodies), "entries")
         named = [entry_id for entry_id in ids if entry_id]
         if len(set(named)) != len(named):
             validation.send_request(request)  # raises: a repeated id, named with its index
+        if dedup_ids is not None and (
+            max(map(len, dedup_ids)) > validation.MAX_DEDUP_ID
+            or validation.NUL in "".join(dedup_ids)
+        ):
+            return None  # the per-entry way fails exactly the entries with a bad dedup id
         config = (await self.core.get_queue(None, name)).config
         if bodies and max(map(len, bodies)) > config.max_message_bytes:
             return None  # the per-entry way fails exactly the entries that are too large
-        message_ids = await self.core.send_bodies(name, bodies, config.default_delay)
-        response = convert.sent_response(ids, message_ids)
-        response.server_time.CopyFrom(self._now())
-        return response
+        duplicates: list[int] = []
+        if dedup_ids is None:
+            message_ids = await self.core.send_bodies(name, bodies, config.default_delay)
+        else:
+            message_ids, duplicates = await self.core.send_keyed(
+                name, bodies, dedup_ids, config.default_delay
+            )
+        # SendMessagesResponse: results (1), server_time (2).
+        return convert.Wire(
+            convert.sent_wire(ids, message_ids, duplicates) + self._time_field(b"\x12"),
+            len(message_ids) - len(duplicates),  # the metrics count new messages only
+        )
 
     @_streaming
     async def GetMessages(
         self, request: pb.GetMessagesRequest, context
-    ) -> AsyncGenerator[pb.GetMessagesResponse, None]:
+    ) -> AsyncGenerator[convert.Wire, None]:
         params = validation.get_messages(request)
         config = (await self.core.get_queue(None, params.queue)).config
         params = validation.resolve_receive(params, config)
@@ -291,7 +309,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     async def _responses(
         self, chunks: AsyncIterator[list[DeliveredMessage]], *, always: bool
-    ) -> AsyncGenerator[pb.GetMessagesResponse, None]:
+    ) -> AsyncGenerator[convert.Wire, None]:
         """The responses of each chunk; a chunk and its responses are dropped once sent, before
         the next chunk is read (budget.py: one call holds one chunk)."""
         async for messages in chunks:
@@ -304,7 +322,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     def _batches(
         self, messages: list[DeliveredMessage], *, always: bool
-    ) -> Iterable[pb.GetMessagesResponse]:
+    ) -> Iterable[convert.Wire]:
         """Responses of at most RESPONSE_BUDGET bytes of messages; one empty response when
         always and no message."""
         encoded_messages = convert.encode_received(messages)
@@ -323,10 +341,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
         if size or (always and not messages):
             yield self._received(parts)
 
-    def _received(self, parts: list[bytes]) -> pb.GetMessagesResponse:
-        response = convert.ReceivedEncoder.response(parts)
-        response.server_time.CopyFrom(self._now())
-        return response
+    def _received(self, parts: list[bytes]) -> convert.Wire:
+        # GetMessagesResponse: messages (1), server_time (2).
+        return convert.Wire(b"".join(parts) + self._time_field(b"\x12"), len(parts))
 
     @_unary
     async def PeekMessages(
@@ -401,9 +418,13 @@ class QueueService(pb_grpc.QueueServiceServicer):
     @_unary
     async def DeleteMessages(
         self, request: pb.DeleteMessagesRequest, context
-    ) -> pb.DeleteMessagesResponse:
+    ) -> pb.DeleteMessagesResponse | convert.Wire:
         name, receipts, attempt_ids = validation.delete_messages(request)
         outcome = await self.core.delete(None, name, receipts, attempt_ids)
+        if not outcome.attempt_counts:
+            # DeleteMessagesResponse: results (1), attempt_results (2, none), server_time (3).
+            results, acked = convert.delete_results_wire(outcome.results)
+            return convert.Wire(results + self._time_field(b"\x1a"), acked)
         response = convert.delete_results_response(outcome.results)
         for attempt, count in outcome.attempt_counts:
             response.attempt_results.add(receive_attempt_id=attempt, deleted_count=count)
@@ -461,13 +482,33 @@ def _lenient_parser(message_class: type[Message]) -> Callable[[bytes], Any]:
     return parse
 
 
+class GenericOnly:
+    """A server as generated add_*_to_server functions see it: their handlers are added as
+    generic handlers only, not also as "registered methods".
+
+    Why: grpc.aio keeps one pending request per registered method and, at every incoming call,
+    waits on all of them at once (`asyncio.wait`, which adds and removes a callback on each), so
+    each registered method costs every call of the server. With the 19 methods of leaseq, health
+    and reflection registered, a call cost about 600k instructions of server CPU; generic only,
+    about 490k (callgrind, a do-nothing unary call). A generic handler is one dict lookup."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: Any) -> None:
+        pass  # the same handlers were just added as a generic handler
+
+
 def add_to_server(service: QueueService, server: grpc.aio.Server) -> None:
     """Register the service like the generated add_QueueServiceServicer_to_server, with
-    deserializers that turn unparsable bytes into INVALID_ARGUMENT."""
+    deserializers that turn unparsable bytes into INVALID_ARGUMENT; as a generic handler only
+    (see `GenericOnly` for why)."""
     handlers = {}
     for method in pb.DESCRIPTOR.services_by_name["QueueService"].methods:
         request_class = getattr(pb, method.input_type.name)
-        response_class = getattr(pb, method.output_type.name)
         factory = (
             grpc.unary_stream_rpc_method_handler
             if method.server_streaming
@@ -476,7 +517,6 @@ def add_to_server(service: QueueService, server: grpc.aio.Server) -> None:
         handlers[method.name] = factory(
             getattr(service, method.name),
             request_deserializer=_lenient_parser(request_class),
-            response_serializer=response_class.SerializeToString,
+            response_serializer=convert.serialize,  # a message, or a convert.Wire as it is
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
-    server.add_registered_method_handlers(SERVICE_NAME, handlers)

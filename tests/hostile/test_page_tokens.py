@@ -63,7 +63,10 @@ def test_list_tokens_show_nothing_a_principal_may_not_see(stub) -> None:
     for token in tokens:
         raw = _bytes_of(token)
         for name in (*SECRET_NAMES, "z-last", "hr", "payroll"):
-            assert name.encode() not in raw, token
+            # Two bytes turn up by chance in ~75 random bytes in about 0.1% of tokens: a short
+            # name (a prefix) is looked for as a JSON string would start it.
+            needle = name.encode() if len(name) > 3 else f'"{name}'.encode()
+            assert needle not in raw, token
         assert b'"k":' not in raw  # no JSON in the clear at all
 
 

@@ -154,3 +154,68 @@ def test_configure_logging_auto_picks_json_off_a_terminal() -> None:
         for name, level in saved[2].items():
             logging.getLogger(name).setLevel(level)
         logging.captureWarnings(False)
+
+
+def test_new_request_ids_are_distinct_hex_and_a_forked_child_draws_its_own() -> None:
+    """Generated ids are 32 hex digits, never repeated within a process (a counter after a random
+    half), and a forked worker's ids do not collide with its parent's (it draws a new half)."""
+    import os
+
+    from leaseq.server.logs import new_request_id
+
+    ids = [new_request_id() for _ in range(1000)]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report one id and leave at once
+        os.write(write, new_request_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert re.fullmatch(r"[0-9a-f]{32}", child)
+    assert child[:16] != ids[0][:16]
+
+
+def test_an_observed_handler_is_made_once_per_method_and_again_when_the_handler_changes() -> None:
+    """The interceptors wrap a method's handler once (not at every call), and wrap anew a handler
+    an inner interceptor made for this call only (auth makes one per call): each call is
+    observed by its own observation either way."""
+    import asyncio
+
+    from leaseq.server.interceptors import Observation, ObservedHandlers
+
+    started: list[tuple[str, str, object]] = []
+
+    def start_for(service: str, method: str):
+        def start(request, context):
+            started.append((service, method, request))
+            return Observation(context)
+
+        return start
+
+    async def behaviour(request, context):
+        return request * 2
+
+    observed = ObservedHandlers(start_for)
+    handler = grpc.unary_unary_rpc_method_handler(behaviour)
+    first = observed.get("/s.S/M", handler)
+    assert observed.get("/s.S/M", handler) is first
+    assert observed.get("/s.S/Unknown", None) is None
+
+    class Context:
+        def time_remaining(self):
+            return None
+
+        def code(self):
+            return None
+
+    assert asyncio.run(first.unary_unary(3, Context())) == 6
+    assert asyncio.run(first.unary_unary(4, Context())) == 8
+    per_call = grpc.unary_unary_rpc_method_handler(behaviour)
+    second = observed.get("/s.S/M", per_call)
+    assert second is not first
+    assert asyncio.run(second.unary_unary(5, Context())) == 10
+    assert started == [("s.S", "M", 3), ("s.S", "M", 4), ("s.S", "M", 5)]

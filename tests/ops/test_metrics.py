@@ -102,6 +102,13 @@ def test_counters_histograms_and_queue_gauges_after_traffic(metered) -> None:
     )
     assert [r.duplicate for r in second.results] == [False, True, False]
     assert second.results[2].HasField("error")
+    # A batch of only ids, bodies and dedup ids (the plain way) whose entry is a duplicate.
+    third = stub.SendMessages(
+        pb.SendMessagesRequest(
+            queue="m", entries=[pb.SendEntry(id="again", body=b"m", dedup_id="k1")]
+        )
+    )
+    assert [r.duplicate for r in third.results] == [True]
     # 3 delivered; 2 deleted (a forged receipt deletes nothing); 1 released.
     [batch] = stub.GetMessages(pb.GetMessagesRequest(queue="m", max_messages=3))
     receipts = [m.receipt for m in batch.messages]
@@ -166,7 +173,7 @@ def test_counters_histograms_and_queue_gauges_after_traffic(metered) -> None:
         assert not [labels for labels in after.series(name) if ("queue", "gone") in labels]
     assert rpc_count(after, "CreateQueue") == 5
     assert rpc_count(after, "GetQueue", "NOT_FOUND") == 1
-    assert rpc_count(after, "SendMessages") == 5
+    assert rpc_count(after, "SendMessages") == 6
     assert rpc_count(after, "GetMessages") == 3  # the long polls
     assert rpc_count(after, "GetMessages", "CANCELLED") == 1  # the follow stream
     assert rpc_count(after, "DeleteMessages") == 1
@@ -176,7 +183,7 @@ def test_counters_histograms_and_queue_gauges_after_traffic(metered) -> None:
 
     # --- the histograms: one observation per call, follow streams left out ---
     for method, code, calls in (
-        ("SendMessages", "OK", 5),
+        ("SendMessages", "OK", 6),
         ("GetMessages", "OK", 3),
         ("GetQueue", "NOT_FOUND", 1),
         ("DeleteMessages", "OK", 1),

@@ -13,6 +13,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from leaseq.server.clock import FakeClock
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 from tests.support.server import RunningServer, running_server
@@ -27,21 +28,31 @@ CHANNEL_OPTIONS = [
 SAFETY_TIMEOUT = 10.0
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def server(request, tmp_path) -> Iterator[RunningServer]:
-    """The service over each store: the service's behaviour must not depend on the backend.
-    PostgreSQL: a schema of this test's own (skipped when unreachable, unless
-    LEASEQ_REQUIRE_POSTGRES=1), dropped afterwards."""
+def _serve_on_each_store(request, tmp_path, clock: FakeClock | None = None) -> Iterator[RunningServer]:
+    """A running server over the store named by the fixture's param (PostgreSQL: a schema of the
+    test's own, skipped when unreachable unless LEASEQ_REQUIRE_POSTGRES=1, dropped afterwards)."""
     if request.param == "postgres":
         from tests.support.postgres import fresh_schema, store_url
 
         with fresh_schema() as schema:
-            with running_server(store_url(schema, pool_min=1, pool_max=4)) as running:
+            with running_server(store_url(schema, pool_min=1, pool_max=4), clock) as running:
                 yield running
         return
     url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'leaseq.db'}"
-    with running_server(url) as running:
+    with running_server(url, clock) as running:
         yield running
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def server(request, tmp_path) -> Iterator[RunningServer]:
+    """The service over each store: the service's behaviour must not depend on the backend."""
+    yield from _serve_on_each_store(request, tmp_path)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def clocked(request, tmp_path) -> Iterator[RunningServer]:
+    """A server on a FakeClock, over each store."""
+    yield from _serve_on_each_store(request, tmp_path, FakeClock())
 
 
 @pytest.fixture

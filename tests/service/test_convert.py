@@ -103,3 +103,44 @@ def test_send_results_encode_as_the_protobuf_api_builds_them() -> None:
         ]
     )
     assert convert.send_results_response(entries, outcomes) == expected
+
+
+def test_wire_responses_are_sent_as_they_are_and_equal_the_messages_they_stand_for() -> None:
+    """A hot response goes to gRPC as convert.Wire (its wire bytes, plus server_time appended as
+    one more field): the serializer sends the bytes untouched, they parse into the message the
+    protobuf API builds, byte for byte what that message serializes to, and other responses are
+    serialized as usual."""
+    from leaseq.server.store.base import LeaseResult, LeaseStatus
+    from leaseq.v1 import queue_service_pb2 as pb
+
+    now = 1_800_000_000.25
+    ids, message_ids = ["", "e" * 200, "ü"], ["a" * 32, "b" * 32, "c" * 32]
+    sent = convert.Wire(convert.sent_wire(ids, message_ids) + convert.timestamp_field(b"\x12", now), 3)
+    expected_sent = pb.SendMessagesResponse(
+        results=[pb.SendResult(id=i, message_id=m) for i, m in zip(ids, message_ids)],
+        server_time=convert.seconds_to_timestamp(now),
+    )
+    assert sent.parse(pb.SendMessagesResponse) == expected_sent
+    assert convert.serialize(sent) is sent.data
+    assert sent.data == expected_sent.SerializeToString()
+    assert convert.sent_wire([""] * 3, message_ids) == pb.SendMessagesResponse(
+        results=[pb.SendResult(message_id=m) for m in message_ids]
+    ).SerializeToString()
+
+    results = [LeaseResult("r" * 39, LeaseStatus.OK), LeaseResult("s" * 39, LeaseStatus.LEASE_EXPIRED)]
+    deleted, acked = convert.delete_results_wire(results)
+    assert acked == 1
+    assert convert.delete_results_wire(results[:1])[1] == 1
+    deleted += convert.timestamp_field(b"\x1a", now)
+    expected_deleted = pb.DeleteMessagesResponse(
+        results=[pb.DeleteResult(receipt=r.receipt, status=int(r.status)) for r in results],
+        server_time=convert.seconds_to_timestamp(now),
+    )
+    assert deleted == expected_deleted.SerializeToString()
+
+    empty = convert.Wire(convert.timestamp_field(b"\x12", now), 0)
+    assert empty.parse(pb.GetMessagesResponse) == pb.GetMessagesResponse(
+        server_time=convert.seconds_to_timestamp(now)
+    )
+    plain = pb.PurgeQueueResponse(purged_count=3)
+    assert convert.serialize(plain) == plain.SerializeToString()

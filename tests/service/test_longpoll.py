@@ -6,11 +6,13 @@ are only safety nets that turn a broken wake-up into a failure instead of a hang
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 from google.protobuf import duration_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from leaseq.server.clock import FakeClock
 from leaseq.v1 import queue_service_pb2 as pb
@@ -304,22 +306,6 @@ async def test_cancelled_follow_stream_is_forgotten(server, stub) -> None:
 # the safety net): the test fails instead of passing late.
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def clocked(request, tmp_path) -> Iterator[RunningServer]:
-    """A server on a FakeClock, over each store."""
-    clock = FakeClock()
-    if request.param == "postgres":
-        from tests.support.postgres import fresh_schema, store_url
-
-        with fresh_schema() as schema:
-            with running_server(store_url(schema, pool_min=1, pool_max=4), clock) as running:
-                yield running
-        return
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'leaseq.db'}"
-    with running_server(url, clock) as running:
-        yield running
-
-
 @pytest.fixture
 async def clocked_stub(clocked: RunningServer) -> AsyncIterator[pb_grpc.QueueServiceStub]:
     async with grpc.aio.insecure_channel(clocked.target) as channel:
@@ -559,3 +545,31 @@ def _read(get):
         return get()
 
     return read
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=40),
+            st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
+            st.floats(min_value=-10.0, max_value=10.0, allow_nan=False),
+        ),
+        max_size=20,
+    )
+)
+def test_chunk_facts_are_the_bytes_and_the_earliest_lease_end(rows) -> None:
+    """One pass gives what the long poll needs of a chunk: message_size summed and the earliest
+    visible_at after now (None when nothing was leased)."""
+    from leaseq.server.longpoll import chunk_facts
+    from leaseq.server.store.base import DeliveredMessage, message_size
+
+    messages = [
+        DeliveredMessage(i, "m", "r", body, attributes, "", 0.0, 1.0, visible_at, 1, "")
+        for i, (body, attributes, visible_at) in enumerate(rows)
+    ]
+    ends = [m.visible_at for m in messages if m.visible_at > 0.0]
+    assert chunk_facts(messages, 0.0) == (
+        sum(message_size(m.body, m.attributes) for m in messages),
+        min(ends, default=None),
+    )

@@ -279,6 +279,26 @@ def test_plain_entries_are_read_identically_in_c(native, queue, batch, delayed) 
         assert ids == [e.id for e in batch] and bodies == [e.body for e in batch]
 
 
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=20), st.lists(entries, max_size=8), st.booleans())
+def test_entries_with_dedup_ids_are_read_identically_in_c(native, queue, batch, delayed) -> None:
+    """with_dedup: a dedup id is allowed too (write_queue's sends), answered as a third list,
+    None when no entry sets one."""
+    if delayed and batch:
+        batch[0].delay.seconds = 5
+    request = pb.SendMessagesRequest(queue=queue, entries=batch)
+    expected = convert.plain_entries_python(request, with_dedup=True)
+    assert native.plain_entries(request.SerializeToString(), True) == expected
+    assert convert.plain_entries(request, with_dedup=True) == expected
+    plain = all(not (e.attributes or e.channel or e.HasField("delay")) for e in batch)
+    assert (expected is not None) == plain
+    if expected is not None:
+        ids, bodies, dedup_ids = expected
+        assert ids == [e.id for e in batch] and bodies == [e.body for e in batch]
+        named = [e.dedup_id for e in batch]
+        assert dedup_ids == (named if any(named) else None)
+
+
 @settings(max_examples=1000)
 @given(st.binary(max_size=60))
 @example(b"\x00\x00")  # field number 0: not a field
@@ -295,10 +315,15 @@ def test_plain_entries_never_misread_bytes(data) -> None:
         return
     try:
         got = speedups.plain_entries(data)
+        keyed = speedups.plain_entries(data, True)
     except ValueError:  # an id that is not UTF-8 (upb reads it as bytes): Python answers
         return
+    ids, bodies = [e.id for e in request.entries], [e.body for e in request.entries]
     if got is not None:
-        assert got == ([e.id for e in request.entries], [e.body for e in request.entries])
+        assert got == (ids, bodies)
+    if keyed is not None:
+        named = [e.dedup_id for e in request.entries]
+        assert keyed == (ids, bodies, named if any(named) else None)
 
 
 @given(st.lists(st.tuples(st.text(max_size=12), st.text("0123456789abcdef", max_size=40)), max_size=8))
