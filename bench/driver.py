@@ -11,7 +11,7 @@ import multiprocessing
 import queue as queue_module
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .cpu import CpuMeter
@@ -43,6 +43,9 @@ class Outcome:
     window: Window
     server_cpu_percent: float | None
     server_cpu_seconds: float | None = None  # over the window
+    # With an interval: (seconds since the window began, each job's counter) at every interval's
+    # end, the first at 0 (the counters are what the workers report as progress).
+    timeline: list[tuple[float, list[int]]] = field(default_factory=list)
 
 
 Progress = Callable[[float, int], None]
@@ -96,6 +99,7 @@ def run_workers(
     server_pid: int | None,
     progress: Progress | None = None,
     after_end: Callable[[Window], None] | None = None,
+    interval: float = 0.0,
 ) -> Outcome:
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
@@ -121,22 +125,31 @@ def run_workers(
         timing[0], timing[1], timing[2] = window.start, window.begin, window.end
         meter = CpuMeter(server_pid)
         metering = False
+        timeline: list[tuple[float, list[int]]] = []
+        next_sample = window.begin
         start.set()
         while True:
             now = time.monotonic()
             if not metering and now >= window.begin:
                 meter.start()
                 metering = True
+            if interval > 0 and now >= next_sample and next_sample < window.end:
+                timeline.append((now - window.begin, list(counters)))
+                next_sample += interval
             if now >= window.end:
                 break
             if progress is not None:
                 progress(now - window.start, sum(counters))
             collector.poll(0)
             pause = min(0.2, window.end - now)
+            if interval > 0:
+                pause = min(pause, max(0.001, next_sample - now))
             if not metering:
                 pause = min(pause, max(0.001, window.begin - now))
             time.sleep(max(0.0, pause))
         cpu = meter.stop() if metering else None
+        if interval > 0:
+            timeline.append((time.monotonic() - window.begin, list(counters)))
         if progress is not None:
             progress(window.end - window.start, sum(counters))
         if after_end is not None:
@@ -145,7 +158,8 @@ def run_workers(
         for process in processes:
             process.join(timeout=10)
         return Outcome(
-            [collector.reports[job.index] for job in jobs], window, cpu, meter.cpu_seconds
+            [collector.reports[job.index] for job in jobs], window, cpu, meter.cpu_seconds,
+            timeline,
         )
     finally:
         for process in processes:  # only after a failure: the others ended above

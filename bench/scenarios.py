@@ -109,7 +109,8 @@ def run_grpc(
             label += f" batch {batch}"
         with bar.run(label, settings.warmup + settings.duration) as progress:
             outcome = run_workers(
-                jobs, settings.warmup, settings.duration, server_pid, progress, after_end
+                jobs, settings.warmup, settings.duration, server_pid, progress, after_end,
+                interval=settings.interval if settings.scenario in ("send", "cycle") else 0.0,
             )
         result = _merge(settings, batch, jobs, outcome)
         arrivals = [r["last_arrival"] for r in outcome.reports if r.get("last_arrival")]
@@ -192,6 +193,8 @@ def _merge(settings: Settings, batch: int, jobs: list[Job], outcome: Outcome) ->
         if producers:
             sent = sum(r["counted"] for r in producers)
             result.extra["send_msgs_per_s"] = round(sent / outcome.window.duration, 1)
+    if outcome.timeline:
+        result.extra["intervals"] = _intervals(settings, jobs, outcome.timeline)
     result.messages = counted
     result.elapsed_s = round(elapsed, 3)
     result.msgs_per_s = round(counted / elapsed, 1) if elapsed > 0 else 0.0
@@ -217,6 +220,29 @@ def _merge(settings: Settings, batch: int, jobs: list[Job], outcome: Outcome) ->
         result.extra["streams_open"] = sum(r["alive_at_end"] for r in reports)
         result.extra["failures"] = [f for r in reports for f in r["failures"]]
     return result
+
+
+def _intervals(
+    settings: Settings, jobs: list[Job], timeline: list[tuple[float, list[int]]]
+) -> list[dict[str, float]]:
+    """msgs/s of each interval (what the run counts: deletes of the consumers in split mode,
+    else every worker's messages), with the interval's end in seconds since the window began;
+    in split mode also the producers' send_msgs_per_s."""
+    counting = [
+        i for i, job in enumerate(jobs)
+        if not (settings.scenario == "cycle" and settings.split) or job.kind == "consume"
+    ]
+    sending = [i for i, job in enumerate(jobs) if job.kind == "produce"]
+    out = []
+    for (t0, before), (t1, after) in zip(timeline, timeline[1:]):
+        if t1 > t0:
+            done = sum(after[i] - before[i] for i in counting)
+            row = {"end_s": round(t1, 1), "msgs_per_s": round(done / (t1 - t0), 1)}
+            if sending:
+                sent = sum(after[i] - before[i] for i in sending)
+                row["send_msgs_per_s"] = round(sent / (t1 - t0), 1)
+            out.append(row)
+    return out
 
 
 def _main_operation(settings: Settings) -> str | None:

@@ -41,6 +41,7 @@ class Settings:
     dsn: str = DEFAULT_DSN  # --store postgres: the database (a fresh schema is used)
     in_process: bool = False
     baseline: bool = False  # also run the raw SQLite loop (bench/baseline.py) at each batch
+    interval: float = 0.0  # send/cycle: also the rate of every interval of this many seconds
 
     def describe(self, batch: int) -> dict[str, Any]:
         """The settings of the run with this batch, as they go into the JSON."""

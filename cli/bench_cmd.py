@@ -137,6 +137,13 @@ def _store(value: str) -> str:
     help="Time run before measuring, not counted.",
 )
 @click.option(
+    "--interval",
+    type=DURATION,
+    default=0.0,
+    help="send/cycle: also report the rate of every interval of this length (JSON: "
+    "extra.intervals), e.g. 60s to compare a long run's first and last minute.",
+)
+@click.option(
     "--in-process",
     is_flag=True,
     help="send/cycle: also run the same loops against the store directly (no gRPC) and "
@@ -170,6 +177,7 @@ def bench(
     backlog: int,
     duration: float,
     warmup: float,
+    interval: float,
     in_process: bool,
     baseline: bool,
     as_json: bool,
@@ -246,6 +254,7 @@ def bench(
         dsn=dsn,
         in_process=in_process,
         baseline=baseline,
+        interval=float(interval),
     )
     bar = ProgressBar(enabled=not as_json and sys.stderr.isatty() and not os.environ.get("CI"))
     try:
