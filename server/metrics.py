@@ -219,13 +219,15 @@ class _RpcMetrics(Observation):
 
     def end(self, code: grpc.StatusCode) -> None:
         m = self.metrics
-        m.in_flight.labels(self.service, self.method).dec()
-        if self.mode is not None:
-            m.streams.labels(self.mode).dec()
+        # Count the call before its gauges drop: a scrape (another thread) that sees a call gone
+        # from the in-flight gauges then also sees it in the counters and histograms.
         m.handled.labels(self.service, self.method, code.name).inc()
         if self.mode != "follow":
             elapsed = time.perf_counter() - self.started
             m.duration.labels(self.service, self.method, code.name).observe(elapsed)
+        m.in_flight.labels(self.service, self.method).dec()
+        if self.mode is not None:
+            m.streams.labels(self.mode).dec()
         if (
             code == grpc.StatusCode.OK
             and self.method == "DeleteQueue"
