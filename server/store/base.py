@@ -234,9 +234,35 @@ class LeaseResult:
     key: int | None = None  # the message's key when the receipt verified (for stream bookkeeping)
 
 
+class AllDeleted(Sequence[LeaseResult]):
+    """A delete's results when every receipt deleted its own message (the usual ack): each an
+    OK LeaseResult, made only when read. The service answers from the receipts alone
+    (convert.delete_results_wire), so the usual ack makes no object per receipt (issue 20)."""
+
+    __slots__ = ("receipts", "_named")
+
+    def __init__(self, receipts: Sequence[str], named: Sequence[tuple[int, int]]) -> None:
+        self.receipts = receipts
+        self._named = named  # the (key, receipt_seq) each receipt named, in order
+
+    def __len__(self) -> int:
+        return len(self.receipts)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def,override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return LeaseResult(self.receipts[index], LeaseStatus.OK, None, self._named[index][0])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 @dataclass(frozen=True)
 class DeleteOutcome:
-    results: list[LeaseResult]
+    results: Sequence[LeaseResult]
     attempt_counts: list[tuple[str, int]]  # (attempt_id, deleted_count) in request order
     deleted_keys: list[int] = field(default_factory=list)  # every key deleted, by receipt or attempt
 

@@ -284,9 +284,17 @@ NEXT_VISIBLE_SQL = "SELECT MIN(visible_at) FROM messages WHERE queue = ? AND vis
 # statement walks it in C (json_each) instead of Python binding a statement per message, which
 # was a fifth of the store's time per message at batch 1,000 (issue 6's profile).
 
+# A delivered message as a receive reads it (transaction.finish_delivery): the fields every
+# message has, then its rarely set ones (attributes, channel, last_error) as one JSON array, NULL
+# when none is set. visible_at is the one the delivery set (DELIVER_SQL's parameter), so only the
+# attempt replay reads it (ATTEMPT_LEASES_SQL: last). Fewer columns because each one a row gives
+# back costs pysqlite (CPython 3.11) a release and a take of the GIL around sqlite3_column_type,
+# and a thread switch when the event loop is waiting for the GIL: 8 columns instead of 11 cut
+# the receive's part of the cycle at batch 100 (issue 20).
 DELIVERED_COLUMNS = (
-    "key, message_id, body, attributes, channel, enqueued_at, expires_at, visible_at,"
-    " delivery_count, receipt_seq, last_error"
+    "key, message_id, body, enqueued_at, expires_at, delivery_count, receipt_seq,"
+    " CASE WHEN attributes IS NULL AND channel = '' AND last_error = '' THEN NULL"
+    " ELSE json_array(attributes, channel, last_error) END"
 )
 
 # Parameters: visible_at, leased, attempt_id, JSON array of keys. RETURNING gives the rows after
@@ -361,7 +369,7 @@ CANDIDATE_COLUMNS = f"key, visible_at, delivery_count, enqueued_at, {SIZE_SQL}"
 # The unary + keeps the planner off messages_leased (which would scan every live lease of the
 # queue) and on messages_attempt (only this attempt's messages).
 ATTEMPT_LEASES_SQL = (
-    f"SELECT {DELIVERED_COLUMNS} FROM messages WHERE queue = ? AND attempt_id = ?"
+    f"SELECT {DELIVERED_COLUMNS}, visible_at FROM messages WHERE queue = ? AND attempt_id = ?"
     " AND +leased = 1 AND +visible_at > ? ORDER BY key"
 )
 
@@ -375,6 +383,17 @@ def candidates_sql(columns: str, channel_clause: str = "", after: bool = False) 
         f"SELECT {columns} FROM messages WHERE queue = ? AND visible_at <= ?{channel_clause}"
         f"{cursor} ORDER BY visible_at, key LIMIT ?"
     )
+
+
+@functools.cache
+def picked_sql(channel_clause: str = "") -> str:
+    """A receive's candidates (candidates_sql) in one row: their keys as a JSON array in delivery
+    order, and their total size. The per-message form gives back a row per message, each a step
+    and a GIL release and take per column in pysqlite; this row is bound as it is to DELIVER_SQL.
+    The subquery's LIMIT keeps SQLite from flattening it into the aggregate, which so reads its
+    rows in its ORDER BY order (tests/sqlite/test_receive_order.py)."""
+    candidates = candidates_sql(f"key, {SIZE_SQL} AS size", channel_clause)
+    return f"SELECT json_group_array(key), sum(size) FROM ({candidates})"
 
 
 def leases_by_key_sql(count: int) -> str:

@@ -25,6 +25,7 @@ from ...errors import (
 )
 from ...receipts import ReceiptCodec, new_queue_uid
 from ..base import (
+    AllDeleted,
     TOMBSTONE_SECONDS,
     CountsByState,
     DeleteOutcome,
@@ -50,7 +51,7 @@ from ..base import (
 )
 from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
-from .schema import ADD_LIFETIME_SQL, MAX_LIFETIMES, OLDEST_IN_CLASS_SQL, ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_ROWS, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, insert_bodies_sql, insert_rows_sql, leases_by_key_sql
+from .schema import ADD_LIFETIME_SQL, MAX_LIFETIMES, OLDEST_IN_CLASS_SQL, ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_ROWS, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, picked_sql, insert_bodies_sql, insert_rows_sql, leases_by_key_sql
 
 T = TypeVar("T")
 
@@ -168,6 +169,9 @@ class Delivery:
     uid: int
     rows: list[tuple[Any, ...]]
     next_visible_at: float | None = None
+    # The visible_at the delivery gave every row; None for an attempt's replay, whose rows
+    # each end with their own.
+    visible_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -181,19 +185,49 @@ class Decoded:
 
 def finish_delivery(codec: ReceiptCodec, delivery: Delivery) -> ReceiveOutcome:
     rows = delivery.rows
-    receipts = codec.encode_many(delivery.uid, [(row[0], row[9]) for row in rows])
+    receipts = codec.encode_many(delivery.uid, [(row[0], row[6]) for row in rows])
+    visible_at = delivery.visible_at
+    if visible_at is None:  # an attempt's replay: each row ends with its own visible_at
+        return ReceiveOutcome(
+            [_delivered(receipt, *row) for receipt, row in zip(receipts, rows)],
+            next_visible_at=delivery.next_visible_at,
+        )
     return ReceiveOutcome(
         [
             DeliveredMessage(
-                key, message_id, receipt, body, _decode_attributes(attributes),
-                channel, enqueued_at, expires_at, visible_at, delivery_count, last_error,
+                key, message_id, receipt, body, {}, "", enqueued_at, expires_at, visible_at,
+                delivery_count, "",
+            )
+            if rare is None
+            else _delivered(
+                receipt, key, message_id, body, enqueued_at, expires_at, delivery_count, 0, rare,
+                visible_at,
             )
             for receipt, (
-                key, message_id, body, attributes, channel, enqueued_at, expires_at,
-                visible_at, delivery_count, _, last_error,
+                key, message_id, body, enqueued_at, expires_at, delivery_count, _, rare
             ) in zip(receipts, rows)
         ],
         next_visible_at=delivery.next_visible_at,
+    )
+
+
+def _delivered(
+    receipt: str,
+    key: int,
+    message_id: str,
+    body: bytes,
+    enqueued_at: float,
+    expires_at: float,
+    delivery_count: int,
+    receipt_seq: int,
+    rare: str | None,
+    visible_at: float,
+) -> DeliveredMessage:
+    """The message of a DELIVERED_COLUMNS row (and its visible_at), rarely set fields included."""
+    attributes, channel, last_error = json.loads(rare) if rare is not None else (None, "", "")
+    return DeliveredMessage(
+        key, message_id, receipt, body, _decode_attributes(attributes), channel, enqueued_at,
+        expires_at, visible_at, delivery_count, last_error,
     )
 
 
@@ -736,7 +770,8 @@ class _Tx:
             if replay is not None:
                 return self._delivery(found, replay)
         limit = self._delivery_limit(found, max_messages, timeout)
-        delivered = self._deliver(found, self._pick(found, limit, channel_filter, max_bytes), timeout, attempt_id)
+        keys, keys_json = self._pick(found, limit, channel_filter, max_bytes)
+        delivered = self._deliver(found, keys, timeout, attempt_id, keys_json)
         if timeout > 0:
             self.lease_ceilings[found.id] += len(delivered)
         if attempt_id and delivered:
@@ -744,7 +779,7 @@ class _Tx:
                 "INSERT OR REPLACE INTO attempts (queue, attempt_id, until) VALUES (?, ?, ?)",
                 (found.id, attempt_id, self.now + timeout),
             )
-        return self._delivery(found, delivered)
+        return self._delivery(found, delivered, self.now + timeout)
 
     def _replay_attempt(self, found: _Queue, attempt_id: str) -> list[tuple[Any, ...]] | None:
         """base.py's attempt cases a (the live leases again) and b (nothing); None for c."""
@@ -781,21 +816,27 @@ class _Tx:
 
     def _pick(
         self, found: _Queue, limit: int, channel_filter: str, max_bytes: int | None
-    ) -> list[int]:
+    ) -> tuple[list[int], str | None]:
         """The keys of up to `limit` messages to deliver, in delivery order, ending after the
         message that reaches max_bytes (base.py), moving the ones that reached max_delivery_count
-        to the dead letter queue on the way. Nothing is updated until the scan is over, so the
-        keyset cursor sees a table that does not move under it. The scan reads sizes, never
-        bodies: only the delivery reads those, of the messages delivered."""
+        to the dead letter queue on the way; and the keys as a JSON array when SQLite wrote it
+        (else None). Nothing is updated until the scan is over, so the keyset cursor sees a
+        table that does not move under it. The scan reads sizes, never bodies: only the
+        delivery reads those, of the messages delivered."""
         dead_letter_queue = self._dead_letter_target(found)
         clause, clause_params = _channel_clause(channel_filter)
         if dead_letter_queue is None:
             # Nothing can be dead-lettered: the keys of one index range scan are the answer, cut
-            # after the message that reaches max_bytes. A bare loop over (key, size): making a
-            # _Candidate per message cost a microsecond each (every receive has a max_bytes).
+            # after the message that reaches max_bytes. Usually they are all taken (their total
+            # size is under max_bytes): then one row holds them all (picked_sql).
             params = (found.id, self.now, *clause_params, limit)
-            if max_bytes is None:
-                return [key for (key,) in self.conn.execute(candidates_sql("key", clause), params)]
+            keys_json, total = self.conn.execute(picked_sql(clause), params).fetchone()
+            if total is None:
+                return [], None  # no candidate
+            if max_bytes is None or total < max_bytes:
+                return json.loads(keys_json), keys_json
+            # A bare loop over (key, size): making a _Candidate per message cost a microsecond
+            # each.
             keys: list[int] = []
             taken = 0
             for key, size in self.conn.execute(candidates_sql(f"key, {SIZE_SQL}", clause), params):
@@ -803,7 +844,7 @@ class _Tx:
                     break
                 keys.append(key)
                 taken += size
-            return keys
+            return keys, None
         deliver: list[int] = []
         dead: list[_Candidate] = []
         taken = 0
@@ -829,7 +870,7 @@ class _Tx:
         if dead:
             assert dead_letter_queue is not None
             self._move_to_dead_letter_queue(found, dead_letter_queue, dead)
-        return deliver
+        return deliver, None
 
     def _redrive_candidates(
         self,
@@ -879,15 +920,25 @@ class _Tx:
         )
 
     def _deliver(
-        self, found: _Queue, keys: list[int], timeout: float, attempt_id: str
+        self,
+        found: _Queue,
+        keys: list[int],
+        timeout: float,
+        attempt_id: str,
+        keys_json: str | None = None,
     ) -> list[tuple[Any, ...]]:
-        """Lease the messages of `keys`: their rows after the update (DELIVERED_COLUMNS), in
-        the order of `keys`."""
+        """Lease the messages of `keys` (keys_json: the same as a JSON array, when at hand):
+        their rows after the update (DELIVERED_COLUMNS), in the order of `keys`."""
         if not keys:
             return []
         rows = self.conn.execute(
             DELIVER_SQL,
-            (self.now + timeout, 1 if timeout > 0 else 0, attempt_id or None, json.dumps(keys)),
+            (
+                self.now + timeout,
+                1 if timeout > 0 else 0,
+                attempt_id or None,
+                keys_json or json.dumps(keys),
+            ),
         ).fetchall()
         if [row[0] for row in rows] == keys:
             return rows  # usually so already: a check costs a tenth of the sort
@@ -895,9 +946,12 @@ class _Tx:
         rows.sort(key=lambda row: position[row[0]])  # RETURNING has no order
         return rows
 
-    def _delivery(self, found: _Queue, rows: list[tuple[Any, ...]]) -> Delivery:
+    def _delivery(
+        self, found: _Queue, rows: list[tuple[Any, ...]], visible_at: float | None = None
+    ) -> Delivery:
+        """visible_at: the one every row got, None for a replay's rows (each has its own)."""
         if rows:
-            return Delivery(found.uid, rows)
+            return Delivery(found.uid, rows, None, visible_at)
         (next_visible_at,) = self.conn.execute(NEXT_VISIBLE_SQL, (found.id, self.now)).fetchone()
         return Delivery(found.uid, [], next_visible_at)
 
@@ -1010,14 +1064,7 @@ class _Tx:
             # Every receipt deleted its own message (deleted holds distinct keys, one per
             # receipt that was current): all OK, in order, with no lookups (the common ack).
             self._after_removal(found, list(deleted.items()))
-            ok = LeaseStatus.OK
-            # A comprehension, not map(LeaseResult, ...): CPython 3.11 calls a class's
-            # __init__ faster from bytecode than from C.
-            all_ok = [
-                LeaseResult(text, ok, None, receipt[0])  # type: ignore[index]
-                for text, receipt in zip(receipts, decoded)
-            ]
-            return DeleteOutcome(all_ok, [], list(deleted))
+            return DeleteOutcome(AllDeleted(receipts, decoded), [], list(deleted))  # type: ignore[arg-type]
         # Only the receipts that deleted nothing need the lookups that tell why.
         leases, tombstones = self._lookup(
             found, [d for d in decoded if d is not None and d[0] not in deleted]
