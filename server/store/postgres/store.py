@@ -63,6 +63,7 @@ from .settings import (
     PICK_READ_AHEAD,
     PLANNER_SETTINGS,
     POOL_TIMEOUT,
+    QUEUE_INFO_SECONDS,
     RETRIES,
     STALE_STATS_ROWS,
     STATS_CHECK_SECONDS,
@@ -101,6 +102,7 @@ from .schema import _migrate
 from .connection import DatabaseClock, _check_connection, _one_line, _redacted, _unavailable
 from .transaction import _Queue, _Row, _Tx, _encode_attributes, _size
 from .notifications import ChangeFeed, Listener
+from .queue_infos import QueueInfos
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +149,8 @@ class PostgresStore(ChangeFeed):
         # name -> (id, uid) of queues this store has seen: the one-statement ack decodes
         # receipts with uid and checks both in the statement (a queue made again differs).
         self._known: dict[str, tuple[int, int]] = {}
+        # get_queue's answers, while the listener hears of changes (queue_infos.py).
+        self._queue_infos = QueueInfos(QUEUE_INFO_SECONDS)
         # Pool connections whose session plans generically now (see _plan_mode).
         self._generic: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
         # Set while the LISTEN connection is up (tests wait for it).
@@ -512,19 +516,37 @@ class PostgresStore(ChangeFeed):
                 if raced is not None and raced.config == config:
                     return raced.info()
                 raise QueueAlreadyExists(name)
+            await tx.conn.execute(*self._config_notify_sql(name))
             return QueueInfo(name, config, now)
 
-        return await self._run(op)
+        return await self._changing_queue(name, op)
 
     async def get_queue(self, name: str) -> QueueInfo:
+        # The service asks before every send and receive: from memory while changes are heard.
+        infos = self._queue_infos
+        info = infos.get(name)
+        if info is not None:
+            return info
+
         async def op(tx: _Tx) -> QueueInfo:
             found = await tx.find_queue(name)
             if found is None:
                 raise QueueNotFound(name)
             return found.info()
 
+        started = infos.start_read()
         # The queue's row, no expiry sweep: nothing of QueueInfo depends on expired messages.
-        return await self._run(op, one_read=True)
+        info = await self._run(op, one_read=True)
+        infos.keep(info, started)
+        return info
+
+    async def _changing_queue(self, name: str, op: Callable[[_Tx], Awaitable[T]]) -> T:
+        """Run op, which changes the queue's row and runs _config_notify_sql: then this replica
+        forgets its answer at once, the others when they hear of it."""
+        try:
+            return await self._run(op)
+        finally:
+            self._queue_infos.forget(name)
 
     async def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueInfo]:
         async def op(tx: _Tx) -> list[QueueInfo]:
@@ -547,10 +569,11 @@ class PostgresStore(ChangeFeed):
                 f"UPDATE queues SET {assignments} WHERE id = %s",
                 (*dataclasses.astuple(config), found.id),
             )
+            await tx.conn.execute(*self._config_notify_sql(name))
             tx.published.add(name)
             return QueueInfo(name, config, found.create_time)
 
-        return await self._run(op)
+        return await self._changing_queue(name, op)
 
     async def queue_metadata(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
         async def op(tx: _Tx) -> dict[str, dict[str, str]]:
@@ -599,9 +622,10 @@ class PostgresStore(ChangeFeed):
                 raise QueueInUse(name, user[0])  # rolls the delete back
             for table in ("messages", "queue_counters", "dedup", "attempts", "queue_metadata"):
                 await tx.conn.execute(f"DELETE FROM {table} WHERE queue = %s", (queue_id,))
+            await tx.conn.execute(*self._config_notify_sql(name))
             tx.published.add(name)
 
-        await self._run(op)
+        await self._changing_queue(name, op)
 
     async def purge_queue(self, name: str) -> int:
         async def op(tx: _Tx) -> int:
