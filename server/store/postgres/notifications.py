@@ -79,13 +79,10 @@ class ChangeFeed:
                 async with pool.connection() as conn:
                     # Only a wake-up hint: no need to wait for the WAL flush. Autocommitted: one
                     # round trip (the setting is local to the statement's own transaction).
-                    await self._autocommitted(
-                        conn,
-                        conn.execute(
-                            "SELECT set_config('synchronous_commit', 'off', true),"
-                            " (SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p)",
-                            (self.channel, payloads),
-                        ),
+                    await conn.execute(
+                        "SELECT set_config('synchronous_commit', 'off', true),"
+                        " (SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p)",
+                        (self.channel, payloads),
                     )
                 return
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:

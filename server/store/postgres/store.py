@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.errors import DeadlockDetected, SerializationFailure
+from psycopg.errors import DeadlockDetected, SerializationFailure, UniqueViolation
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
@@ -191,7 +191,9 @@ class PostgresStore(ChangeFeed):
         await _check_connection(self.conninfo, kwargs)
         pool = AsyncConnectionPool(
             self.conninfo,
-            kwargs=kwargs,
+            # Autocommit: a one-statement operation is its own transaction (no BEGIN, no COMMIT,
+            # and no switching modes per operation); _run's transactions BEGIN explicitly.
+            kwargs={**kwargs, "autocommit": True},
             min_size=self.pool_min,
             max_size=self.pool_max,
             timeout=self.pool_timeout,
@@ -367,13 +369,13 @@ class PostgresStore(ChangeFeed):
             try:
                 async with pool.connection() as conn:
                     if one_read:
-                        # A read of the queue's row (get_queue, once per RPC): one unique
-                        # index plan either way, so the session stays as it is.
+                        # A read of the queue's row (get_queue): one unique index plan either
+                        # way, so the session stays as it is.
                         tx = _Tx(conn, codec, clock_now)
-                        result = await self._autocommitted(conn, fn(tx))
+                        result = await fn(tx)
                     else:
                         if conn in self._generic:
-                            await self._autocommitted(conn, self._plan_mode(conn, False))
+                            await self._plan_mode(conn, False)
                         async with conn.transaction():
                             tx = _Tx(conn, codec, clock_now)
                             result = await fn(tx)
@@ -395,17 +397,6 @@ class PostgresStore(ChangeFeed):
                 continue
         assert failure is not None
         raise _unavailable(failure) from failure
-
-    @staticmethod
-    async def _autocommitted(conn: psycopg.AsyncConnection[Any], work: Awaitable[T]) -> T:
-        """Await work on conn in autocommit mode, then back to transactions (a pooled
-        connection is shared; even left in autocommit, conn.transaction() would still BEGIN)."""
-        await conn.set_autocommit(True)
-        try:
-            return await work
-        finally:
-            if not conn.broken:
-                await conn.set_autocommit(False)
 
     async def _statement(
         self, query: str, params: dict[str, Any], generic: bool = False
@@ -434,7 +425,7 @@ class PostgresStore(ChangeFeed):
 
             try:
                 async with pool.connection() as conn:
-                    return await self._autocommitted(conn, work(conn))
+                    return await work(conn)
             except (DeadlockDetected, SerializationFailure) as error:
                 failure = error
                 continue
@@ -461,7 +452,7 @@ class PostgresStore(ChangeFeed):
         """Set conn's session to plan generically (the one-statement operations) or anew on
         every execution (PLANNER_SETTINGS: everything else), when it is not so already. One
         round trip, only when a connection goes from one kind of work to the other: nearly
-        every operation is a one-statement one. Called in autocommit mode."""
+        every operation is a one-statement one. Called outside a transaction."""
         if (conn in self._generic) == generic:
             return
         await conn.execute(GENERIC_PLAN_SQL if generic else CUSTOM_PLAN_SQL)
@@ -1243,19 +1234,22 @@ class PostgresStore(ChangeFeed):
         keys = [d[0] for d in decoded if d is not None]
         if len(set(keys)) != len(keys):
             return None  # a repeat sees the first one's delete: base.py's order, entry by entry
-        rows = await self._statement(
-            DELETE_RECEIPTS_SQL,
-            generic=True,
-            params={
-                "name": name,
-                "queue": queue_id,
-                "uid": uid,
-                "now": self._clock_now(),
-                "keys": keys,
-                "seqs": [d[1] for d in decoded if d is not None],
-                "margin": IN_FLIGHT_NOTIFY_MARGIN,
-            },
-        )
+        try:
+            rows = await self._statement(
+                DELETE_RECEIPTS_SQL,
+                generic=True,
+                params={
+                    "name": name,
+                    "queue": queue_id,
+                    "uid": uid,
+                    "now": self._clock_now(),
+                    "keys": keys,
+                    "seqs": [d[1] for d in decoded if d is not None],
+                    "margin": IN_FLIGHT_NOTIFY_MARGIN,
+                },
+            )
+        except UniqueViolation:
+            return None  # a tombstone of one of the keys exists (see DELETE_RECEIPTS_SQL)
         if not rows:
             self._known.pop(name, None)  # gone, or made again: learn it anew
             return None
