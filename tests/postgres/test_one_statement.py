@@ -19,7 +19,7 @@ from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, Visib
 from leaseq.server.store.postgres import PostgresStore
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
-from tests.support.postgres import store_url
+from tests.support.postgres import connect, store_url
 from tests.support.server import running_server
 
 from .test_replicas import SAFETY_TIMEOUT, WAKE_BOUND, _lease_one, _listening, _until_sleeping
@@ -74,6 +74,28 @@ async def test_a_receipt_of_a_queue_made_again_under_its_name_does_not_verify(st
     assert [r.status for r in outcome.results] == [LeaseStatus.INVALID_RECEIPT]
     [new] = (await store.receive("q", 1, 60.0)).messages
     assert (await store.delete("q", [new.receipt])).results[0].status is LeaseStatus.OK
+
+
+async def test_an_ack_whose_key_has_a_tombstone_already_goes_the_transaction_way(
+    store, schema: str
+) -> None:
+    """DELETE_RECEIPTS_SQL writes tombstones without ON CONFLICT (keys are never reused): should
+    one exist all the same, the statement fails whole and the transaction way answers."""
+    await store.create_queue("q", QueueConfig())
+    await store.send("q", [NewMessage(body=b"a"), NewMessage(body=b"b")])
+    first, second = (await store.receive("q", 2, 60.0)).messages
+    with connect() as conn:
+        conn.execute(
+            f"INSERT INTO {schema}.tombstones (key, queue, receipt_seq, deleted_at)"
+            " VALUES (%s, 0, 0, 0)",
+            (second.key,),
+        )
+    outcome = await store.delete("q", [first.receipt, second.receipt])
+    assert [r.status for r in outcome.results] == [LeaseStatus.OK, LeaseStatus.OK]
+    assert sorted(outcome.deleted_keys) == sorted([first.key, second.key])
+    assert (await store.stats("q")).total == 0
+    again = await store.delete("q", [second.receipt])
+    assert [r.status for r in again.results] == [LeaseStatus.ALREADY_DELETED]
 
 
 async def test_an_ack_notifies_other_replicas_only_near_the_in_flight_limit(replicas) -> None:

@@ -157,6 +157,16 @@ its own notifications are ignored (the service already woke its waiters). When t
 connection is lost, or every FALLBACK_WAKE_SECONDS in any case, subscribers are called with
 None: "anything may have changed", a slow safety net for notifications lost on the way.
 
+Queue configurations
+--------------------
+The service reads a queue's configuration (get_queue) before every send and receive, to check the
+request against it. A replica answers that from memory (queue_infos.py) while its LISTEN
+connection is up: create, update and delete of a queue notify inside their own transaction (the
+payload ``config <replica> <queue>``), and every replica drops its entry when it hears of the commit. So a
+replica may use a configuration older than the newest committed one only until its listener hears
+of the change (milliseconds), never an entry older than QUEUE_INFO_SECONDS, and none at all while
+its listener is down. The statements of the store read the queue's row themselves, as they run.
+
 Failures
 --------
 A lost connection, a database restart, an exhausted pool: the RPC fails with
@@ -173,6 +183,7 @@ Modules
     connection.py     the first connection, the database's clock, failures as one line
     transaction.py    _Tx: one operation's transaction, the rows it reads
     notifications.py  ChangeFeed: NOTIFY after commit, LISTEN, the safety-net wake-up
+    queue_infos.py    get_queue's answers kept while changes are heard
     store.py          PostgresStore, the Store facade
 """
 

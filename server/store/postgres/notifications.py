@@ -12,6 +12,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
+from .queue_infos import CONFIG_ORIGIN
 from .settings import FALLBACK_WAKE_SECONDS, LISTEN_BACKOFF_MAX
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,13 @@ class ChangeFeed:
             except Exception:
                 log.exception("a store change listener failed")
 
+    def _config_notify_sql(self, name: str) -> tuple[str, tuple[str, str]]:
+        """The statement that tells every replica, when the transaction running it commits, that
+        the queue's row changed (queue_infos.py). Inside the transaction: it cannot be lost
+        while a replica listens, and a rollback takes it back. (Queue changes are rare: the
+        notify lock that sends and acks avoid does not matter here.)"""
+        return "SELECT pg_notify(%s, %s)", (self.channel, f"{CONFIG_ORIGIN} {self._origin} {name}")
+
     def _publish(self, queues: Iterable[str]) -> None:
         queues = [q for q in queues if q]
         if queues and self._pool is not None:
@@ -71,13 +79,10 @@ class ChangeFeed:
                 async with pool.connection() as conn:
                     # Only a wake-up hint: no need to wait for the WAL flush. Autocommitted: one
                     # round trip (the setting is local to the statement's own transaction).
-                    await self._autocommitted(
-                        conn,
-                        conn.execute(
-                            "SELECT set_config('synchronous_commit', 'off', true),"
-                            " (SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p)",
-                            (self.channel, payloads),
-                        ),
+                    await conn.execute(
+                        "SELECT set_config('synchronous_commit', 'off', true),"
+                        " (SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p)",
+                        (self.channel, payloads),
                     )
                 return
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:
@@ -105,6 +110,8 @@ class ChangeFeed:
             try:
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                    # From here on every change of a queue's row is heard (queue_infos.py).
+                    self._queue_infos.set_enabled(True)
                     self.listening.set()
                     backoff = 0.05
                     # Anything may have happened while nobody listened.
@@ -112,7 +119,11 @@ class ChangeFeed:
                     while True:
                         async for notify in conn.notifies(timeout=FALLBACK_WAKE_SECONDS):
                             origin, _, queue = notify.payload.partition(" ")
-                            if origin != self._origin:
+                            if origin == CONFIG_ORIGIN:
+                                origin, _, queue = queue.partition(" ")
+                                if origin != self._origin:  # this one forgot at its commit
+                                    self._queue_infos.forget(queue)
+                            elif origin != self._origin:
                                 self._fire(queue)
                         self._fire(None)  # the slow safety net (see the module docstring)
             except asyncio.CancelledError:
@@ -120,6 +131,7 @@ class ChangeFeed:
             except Exception as error:
                 log.warning("LISTEN connection lost: %s", error)
             finally:
+                self._queue_infos.set_enabled(False)
                 self.listening.clear()
             if not self._closing:
                 self._fire(None)

@@ -37,6 +37,9 @@ HOUSEKEEPING_SECONDS = 60.0
 HOUSEKEEPING_ROWS = 5_000
 CLOCK_SYNC_SECONDS = 60.0
 FALLBACK_WAKE_SECONDS = 10.0
+# The oldest get_queue answer a replica gives from memory, however quiet its listener has been
+# (queue_infos.py: a change is heard within milliseconds; this bounds a listener stuck unnoticed).
+QUEUE_INFO_SECONDS = 2.0
 # How often the store compares messages' statistics with its live rows (refresh_statistics).
 STATS_CHECK_SECONDS = 5.0
 # ANALYZE when the statistics count under a tenth of the live rows, and these are at least this.

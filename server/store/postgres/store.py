@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.errors import DeadlockDetected, SerializationFailure
+from psycopg.errors import DeadlockDetected, SerializationFailure, UniqueViolation
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
@@ -63,6 +63,7 @@ from .settings import (
     PICK_READ_AHEAD,
     PLANNER_SETTINGS,
     POOL_TIMEOUT,
+    QUEUE_INFO_SECONDS,
     RETRIES,
     STALE_STATS_ROWS,
     STATS_CHECK_SECONDS,
@@ -101,6 +102,7 @@ from .schema import _migrate
 from .connection import DatabaseClock, _check_connection, _one_line, _redacted, _unavailable
 from .transaction import _Queue, _Row, _Tx, _encode_attributes, _size
 from .notifications import ChangeFeed, Listener
+from .queue_infos import QueueInfos
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +149,8 @@ class PostgresStore(ChangeFeed):
         # name -> (id, uid) of queues this store has seen: the one-statement ack decodes
         # receipts with uid and checks both in the statement (a queue made again differs).
         self._known: dict[str, tuple[int, int]] = {}
+        # get_queue's answers, while the listener hears of changes (queue_infos.py).
+        self._queue_infos = QueueInfos(QUEUE_INFO_SECONDS)
         # Pool connections whose session plans generically now (see _plan_mode).
         self._generic: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
         # Set while the LISTEN connection is up (tests wait for it).
@@ -187,7 +191,9 @@ class PostgresStore(ChangeFeed):
         await _check_connection(self.conninfo, kwargs)
         pool = AsyncConnectionPool(
             self.conninfo,
-            kwargs=kwargs,
+            # Autocommit: a one-statement operation is its own transaction (no BEGIN, no COMMIT,
+            # and no switching modes per operation); _run's transactions BEGIN explicitly.
+            kwargs={**kwargs, "autocommit": True},
             min_size=self.pool_min,
             max_size=self.pool_max,
             timeout=self.pool_timeout,
@@ -363,13 +369,13 @@ class PostgresStore(ChangeFeed):
             try:
                 async with pool.connection() as conn:
                     if one_read:
-                        # A read of the queue's row (get_queue, once per RPC): one unique
-                        # index plan either way, so the session stays as it is.
+                        # A read of the queue's row (get_queue): one unique index plan either
+                        # way, so the session stays as it is.
                         tx = _Tx(conn, codec, clock_now)
-                        result = await self._autocommitted(conn, fn(tx))
+                        result = await fn(tx)
                     else:
                         if conn in self._generic:
-                            await self._autocommitted(conn, self._plan_mode(conn, False))
+                            await self._plan_mode(conn, False)
                         async with conn.transaction():
                             tx = _Tx(conn, codec, clock_now)
                             result = await fn(tx)
@@ -391,17 +397,6 @@ class PostgresStore(ChangeFeed):
                 continue
         assert failure is not None
         raise _unavailable(failure) from failure
-
-    @staticmethod
-    async def _autocommitted(conn: psycopg.AsyncConnection[Any], work: Awaitable[T]) -> T:
-        """Await work on conn in autocommit mode, then back to transactions (a pooled
-        connection is shared; even left in autocommit, conn.transaction() would still BEGIN)."""
-        await conn.set_autocommit(True)
-        try:
-            return await work
-        finally:
-            if not conn.broken:
-                await conn.set_autocommit(False)
 
     async def _statement(
         self, query: str, params: dict[str, Any], generic: bool = False
@@ -430,7 +425,7 @@ class PostgresStore(ChangeFeed):
 
             try:
                 async with pool.connection() as conn:
-                    return await self._autocommitted(conn, work(conn))
+                    return await work(conn)
             except (DeadlockDetected, SerializationFailure) as error:
                 failure = error
                 continue
@@ -457,7 +452,7 @@ class PostgresStore(ChangeFeed):
         """Set conn's session to plan generically (the one-statement operations) or anew on
         every execution (PLANNER_SETTINGS: everything else), when it is not so already. One
         round trip, only when a connection goes from one kind of work to the other: nearly
-        every operation is a one-statement one. Called in autocommit mode."""
+        every operation is a one-statement one. Called outside a transaction."""
         if (conn in self._generic) == generic:
             return
         await conn.execute(GENERIC_PLAN_SQL if generic else CUSTOM_PLAN_SQL)
@@ -512,19 +507,37 @@ class PostgresStore(ChangeFeed):
                 if raced is not None and raced.config == config:
                     return raced.info()
                 raise QueueAlreadyExists(name)
+            await tx.conn.execute(*self._config_notify_sql(name))
             return QueueInfo(name, config, now)
 
-        return await self._run(op)
+        return await self._changing_queue(name, op)
 
     async def get_queue(self, name: str) -> QueueInfo:
+        # The service asks before every send and receive: from memory while changes are heard.
+        infos = self._queue_infos
+        info = infos.get(name)
+        if info is not None:
+            return info
+
         async def op(tx: _Tx) -> QueueInfo:
             found = await tx.find_queue(name)
             if found is None:
                 raise QueueNotFound(name)
             return found.info()
 
+        started = infos.start_read()
         # The queue's row, no expiry sweep: nothing of QueueInfo depends on expired messages.
-        return await self._run(op, one_read=True)
+        info = await self._run(op, one_read=True)
+        infos.keep(info, started)
+        return info
+
+    async def _changing_queue(self, name: str, op: Callable[[_Tx], Awaitable[T]]) -> T:
+        """Run op, which changes the queue's row and runs _config_notify_sql: then this replica
+        forgets its answer at once, the others when they hear of it."""
+        try:
+            return await self._run(op)
+        finally:
+            self._queue_infos.forget(name)
 
     async def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueInfo]:
         async def op(tx: _Tx) -> list[QueueInfo]:
@@ -547,10 +560,11 @@ class PostgresStore(ChangeFeed):
                 f"UPDATE queues SET {assignments} WHERE id = %s",
                 (*dataclasses.astuple(config), found.id),
             )
+            await tx.conn.execute(*self._config_notify_sql(name))
             tx.published.add(name)
             return QueueInfo(name, config, found.create_time)
 
-        return await self._run(op)
+        return await self._changing_queue(name, op)
 
     async def queue_metadata(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
         async def op(tx: _Tx) -> dict[str, dict[str, str]]:
@@ -599,9 +613,10 @@ class PostgresStore(ChangeFeed):
                 raise QueueInUse(name, user[0])  # rolls the delete back
             for table in ("messages", "queue_counters", "dedup", "attempts", "queue_metadata"):
                 await tx.conn.execute(f"DELETE FROM {table} WHERE queue = %s", (queue_id,))
+            await tx.conn.execute(*self._config_notify_sql(name))
             tx.published.add(name)
 
-        await self._run(op)
+        await self._changing_queue(name, op)
 
     async def purge_queue(self, name: str) -> int:
         async def op(tx: _Tx) -> int:
@@ -1219,19 +1234,22 @@ class PostgresStore(ChangeFeed):
         keys = [d[0] for d in decoded if d is not None]
         if len(set(keys)) != len(keys):
             return None  # a repeat sees the first one's delete: base.py's order, entry by entry
-        rows = await self._statement(
-            DELETE_RECEIPTS_SQL,
-            generic=True,
-            params={
-                "name": name,
-                "queue": queue_id,
-                "uid": uid,
-                "now": self._clock_now(),
-                "keys": keys,
-                "seqs": [d[1] for d in decoded if d is not None],
-                "margin": IN_FLIGHT_NOTIFY_MARGIN,
-            },
-        )
+        try:
+            rows = await self._statement(
+                DELETE_RECEIPTS_SQL,
+                generic=True,
+                params={
+                    "name": name,
+                    "queue": queue_id,
+                    "uid": uid,
+                    "now": self._clock_now(),
+                    "keys": keys,
+                    "seqs": [d[1] for d in decoded if d is not None],
+                    "margin": IN_FLIGHT_NOTIFY_MARGIN,
+                },
+            )
+        except UniqueViolation:
+            return None  # a tombstone of one of the keys exists (see DELETE_RECEIPTS_SQL)
         if not rows:
             self._known.pop(name, None)  # gone, or made again: learn it anew
             return None
