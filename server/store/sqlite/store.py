@@ -35,6 +35,14 @@ from .writer import MAX_GROUP_WEIGHT, _Writer
 
 T = TypeVar("T")
 
+# sqlite3 binds int, float, str and bytearray parameters at once, but first offers any other
+# value for adaptation (its registry, then PEP 246's __adapt__ and __conform__), and for bytes
+# the __adapt__ lookup formats and clears an AttributeError each time: binding a 100-byte body
+# cost 0.47 us, a str 0.14 us (issue 20). An adapter registered for bytes is found at the first
+# step: 0.30 us. `bytes` returns an exact bytes object as it is, so blobs are stored as before
+# (the registry is the process's: every sqlite3 connection gets the same shortcut).
+sqlite3.register_adapter(bytes, bytes)
+
 # --- the store ------------------------------------------------------------------------------
 
 
