@@ -135,9 +135,13 @@ def main() -> None:
               for k in ("receive_seconds", "fn_seconds", "settle_seconds")}
     print("  consume_process_ack's tasks spent (summed over tasks): "
           + ", ".join(f"{k.removesuffix('_seconds')} {v:.1f} s" for k, v in phases.items()))
+    seconds = {"write_queue": (write_s, n), "consume_process_ack": (consume_s, n),
+               "naive": (naive_s, sample)}
     for name, roles in cpu.items():
+        wall, rows = seconds[name]
         print(f"  CPU during {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in roles.items())
-              + " (cores busy, average)")
+              + " (cores busy, average); per row: "
+              + ", ".join(f"{k} {v * wall / rows * 1e6:.1f} us" for k, v in roles.items()))
     print("load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

@@ -11,10 +11,13 @@ Prints rows/s over the query's wall time (start() to termination: query start-up
 micro-batch, the flush batch that commits the last one) and over the micro-batches alone
 (the sum of their triggerExecution times). Bodies are 100 bytes. Sinks: `parquet` (message_id,
 body and delivery_count to parquet files, a realistic sink) and `noop` (Spark's no-op sink: the
-source alone). The preload is not timed, and an untimed warm-up query of 20,000 messages runs
-first. Checks at the end: the queue is empty and the sink has
-every message once. Each run also prints where the CPU went (scripts/_cpu.py: the server, Spark's
-JVM, its Python workers, this driver, in cores busy on average) and the load average.
+source alone). The preload is not timed, and an untimed warm-up query into each measured sink
+(--warmup messages, 100,000 by default) runs first: the JVM's JIT compilers otherwise spend
+several us of CPU per row of the timed run on code the first micro-batches make hot. Checks at
+the end: the queue is empty and the sink has every message once. Each run also prints where the
+CPU went (scripts/_cpu.py: the server, Spark's JVM, its Python workers, this driver), in cores
+busy on average and in us of CPU per row (what holds on a loaded machine), and the load
+average.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2, help="numPartitions (minimum)")
     parser.add_argument("--max-per-trigger", type=int, default=50_000)
     parser.add_argument("--sink", choices=["parquet", "noop", "both"], default="both")
+    parser.add_argument("--warmup", type=int, default=100_000,
+                        help="messages of the untimed warm-up query into each sink")
     args = parser.parse_args()
 
     # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
@@ -60,8 +65,9 @@ def main() -> None:
     server.start()
     n = args.messages
     sinks = ["parquet", "noop"] if args.sink == "both" else [args.sink]
-    # An untimed warm-up query first (JVM code paths, Python workers, the gRPC channels).
-    runs = [("warmup", "noop", min(n, 20_000))] + [(s, s, n) for s in sinks]
+    # Untimed warm-up queries first (the JIT, Python workers, the gRPC channels).
+    runs = [(f"warmup-{s}", s, min(n, args.warmup)) for s in sinks if args.warmup > 0]
+    runs += [(s, s, n) for s in sinks]
     print(f"{n:,} messages of 100 bytes, {args.store} store, local[2], numPartitions "
           f"{args.partitions}, maxMessagesPerTrigger {args.max_per_trigger:,}, "
           f"Trigger.AvailableNow")
@@ -105,7 +111,7 @@ def main() -> None:
                     written = spark.read.parquet(str(out))
                     assert written.count() == n
                     assert written.select("message_id").distinct().count() == n
-                if name == "warmup":
+                if name.startswith("warmup"):
                     continue
                 print(f"  {sink:>7} sink: {n / wall:>9,.0f} rows/s over the query's wall time "
                       f"({wall:.1f} s); {n / batch_s:>9,.0f} rows/s over its {batches} data "
@@ -113,6 +119,8 @@ def main() -> None:
                 print("           CPU: " + ", ".join(f"{k} {v / wall:.2f}" for k, v in cpu.items())
                       + " (cores busy, average); load average "
                       + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+                print("           CPU per row: "
+                      + ", ".join(f"{k} {v / n * 1e6:.1f} us" for k, v in cpu.items()))
     finally:
         server.terminate()
         spark.stop()

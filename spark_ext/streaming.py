@@ -19,14 +19,18 @@ reader of a new checkpoint (``initialOffset``) and carried from offset to offset
 offset log keeps it: it is the checkpoint's identity, the same after every restart, and a new
 checkpoint gets a new one. ``batch`` counts the source's micro-batches; ``messages`` is how many
 messages the batch may take (decided by ``latestOffset`` from the visible count and the read
-limit), split over ``partitions`` (at most 10,000 each, one receive request each).
+limit), split over ``partitions`` (at most 100,000 each: ``MAX_PER_PARTITION``).
 
-- ``partitions(start, end)``: partition ``p`` of batch ``b`` receives with the receive attempt id
-  ``leaseq-stream:<query>:<b>:<p>`` (``BatchPlan.attempt_id``). Nothing but the logged offset goes
-  into it, so a re-run of the batch (a retried task, the batch re-executed after a restart)
-  names the same ids, and while the leases live the server answers with exactly the same
-  messages and receipts, delivering nothing new (``read`` sorts them by message id, so the
-  order is the same too).
+- ``partitions(start, end)``: partition ``p`` of batch ``b`` receives in requests of at most
+  10,000, request ``k`` with the receive attempt id ``leaseq-stream:<query>:<b>:<p>`` for ``k =
+  0`` and ``leaseq-stream:<query>:<b>:<p>.<k>`` after it (``BatchPlan.attempt_id``), and stops at
+  the first request that comes back short. Nothing but the logged offset goes into the ids, so a
+  re-run of the batch (a retried task, the batch re-executed after a restart) names the same
+  ids, and while the leases live the server answers each with exactly the same messages and
+  receipts, delivering nothing new (``read`` sorts each request's messages by message id, so the
+  order is the same too; a request short the first time is short again, so the same requests
+  are made). Few large partitions rather than one per 10,000: each Spark task costs its
+  executor and Python worker a fixed amount, and ``local[2]`` runs 2 at a time.
 - ``commit(end)``: ``DeleteMessages`` by the attempt ids of every batch up to ``end`` that this
   reader has seen and not yet committed (``end`` itself, and after a restart the batch before
   the re-executed one, whose commit may have been lost in the crash; deleting twice is
@@ -39,13 +43,12 @@ limit), split over ``partitions`` (at most 10,000 each, one receive request each
 - Leases: reads lease for ``visibilityTimeout`` (default 300 s), which must outlive one micro-
   batch (with its task retries) plus one trigger interval. On top of that the driver extends
   the leases of every batch that is planned and not yet committed, every third of the lease,
-  in two calls per partition: a *probe* receive that replays the partition's attempt id on a
-  channel filter no message uses (``PROBE_CHANNEL``), which returns the attempt's live leases
+  with a *probe* receive per attempt id, which replays the request on a channel filter no message uses (``PROBE_CHANNEL``), which returns the attempt's live leases
   with their receipts (a replay ignores the new request's filter and limit: contract test
   ``test_a_replay_ignores_the_new_requests_limits``) and, when there is nothing to replay
-  (the partition was not read yet, read nothing, or its leases ended), receives nothing at all
+  (the request was not made yet, read nothing, or its leases ended), receives nothing at all
   because of the filter, so a probe can never deliver a message under a batch's attempt id;
-  then one ``ChangeVisibility`` of those receipts. Changing visibility keeps the attempt
+  then ``ChangeVisibility`` of those receipts, 10,000 per call. Changing visibility keeps the attempt
   replayable (``test_an_extended_lease_keeps_the_attempt_replayable``): replay rule a looks at
   the messages' live leases, not at the attempt record's expiry.
 - Admission control: ``getDefaultReadLimit`` is ``ReadMaxRows(maxMessagesPerTrigger)`` (default
@@ -107,6 +110,7 @@ from .core import send_partition
 __all__ = [
     "DEFAULT_MAX_MESSAGES_PER_TRIGGER",
     "DEFAULT_VISIBILITY_TIMEOUT",
+    "MAX_PER_PARTITION",
     "PROBE_CHANNEL",
     "BatchPlan",
     "StreamPartition",
@@ -119,6 +123,8 @@ _log = logging.getLogger("leaseq.spark_ext.streaming")
 DEFAULT_VISIBILITY_TIMEOUT = 300.0
 DEFAULT_MAX_MESSAGES_PER_TRIGGER = 50_000
 DEFAULT_IDLE_POLL_INTERVAL = 0.1
+MAX_PER_PARTITION = 100_000
+"""Messages one partition (one Spark task, one Python worker's Arrow table) may take."""
 
 PROBE_CHANNEL = "leaseq.spark.lease-probe.no-message-has-this-channel"
 """The channel filter of the driver's lease probes. A probe is a receive with a batch's attempt
@@ -171,31 +177,41 @@ class BatchPlan:
 
     @classmethod
     def plan(cls, query: str, batch: int, messages: int, min_partitions: int) -> BatchPlan:
-        """``messages`` over at least ``min_partitions`` partitions of at most 10,000 (one
-        receive request each), and never an empty one."""
+        """``messages`` over at least ``min_partitions`` partitions of at most
+        ``MAX_PER_PARTITION``, and never an empty one."""
         if messages <= 0:
             return cls(query, batch, 0, 0)
-        parts = min(messages, max(min_partitions, math.ceil(messages / MAX_ROWS)))
+        parts = min(messages, max(min_partitions, math.ceil(messages / MAX_PER_PARTITION)))
         return cls(query, batch, messages, parts)
 
     def sizes(self) -> list[int]:
         base, extra = divmod(self.messages, self.partitions) if self.partitions else (0, 0)
         return [base + (1 if p < extra else 0) for p in range(self.partitions)]
 
-    def attempt_id(self, partition: int) -> str:
-        return f"leaseq-stream:{self.query}:{self.batch}:{partition}"
+    def receives(self, partition: int) -> list[tuple[str, int]]:
+        """Partition ``partition``'s receive requests: (attempt id, messages) each."""
+        size = self.sizes()[partition]
+        return [
+            (self.attempt_id(partition, k), min(MAX_ROWS, size - start))
+            for k, start in enumerate(range(0, size, MAX_ROWS))
+        ]
+
+    def attempt_id(self, partition: int, request: int = 0) -> str:
+        # Request 0 keeps the id of offsets logged when a partition was one request.
+        suffix = f".{request}" if request else ""
+        return f"leaseq-stream:{self.query}:{self.batch}:{partition}{suffix}"
 
     def attempt_ids(self) -> list[str]:
-        return [self.attempt_id(p) for p in range(self.partitions)]
+        return [a for p in range(self.partitions) for a, _ in self.receives(p)]
 
 
 class StreamPartition(InputPartition):
-    """One receive of a micro-batch: its attempt id and how many messages it may take."""
+    """One partition of a micro-batch: its receive requests, (attempt id, messages) each."""
 
-    def __init__(self, attempt_id: str, max_messages: int) -> None:
-        super().__init__((attempt_id, max_messages))
-        self.attempt_id = attempt_id
-        self.max_messages = max_messages
+    def __init__(self, receives: list[tuple[str, int]]) -> None:
+        super().__init__(tuple(receives))
+        self.receives = list(receives)
+        self.attempt_id = receives[0][0]  # names the partition in progress lines
 
 
 # --- the driver side: planning, commits, lease keeping ---------------------------------------
@@ -272,7 +288,7 @@ class _Driver:
 class _DriverLeaseKeeper:
     """Extends the leases of every planned, uncommitted batch every third of the lease.
 
-    The driver holds no receipts: for each partition it replays the receive attempt on
+    The driver holds no receipts: for each receive request it replays the attempt id on
     ``PROBE_CHANNEL`` (the live leases come back with their current receipts; nothing else can
     be delivered), then extends them in one ChangeVisibility call per 10,000. A batch committed
     meanwhile answers MESSAGE_NOT_FOUND / nothing: harmless."""
@@ -443,30 +459,35 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # commit may have been lost with the old driver; commit() deletes it again.
         driver.track(first)
         driver.track(plan)
-        return [StreamPartition(plan.attempt_id(p), n) for p, n in enumerate(plan.sizes())]
+        return [StreamPartition(plan.receives(p)) for p in range(plan.partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, StreamPartition)
         client = client_for(self.settings)
         started = time.monotonic()
-        table = client.receive_arrow(
-            self.queue,
-            partition.max_messages,
-            visibility_timeout=self.visibility_timeout,
-            wait_time=0,
-            attempt_id=partition.attempt_id,
-        )
-        # A first receive returns delivery order, a replay key order: sort, so that every run
-        # of the partition yields the same rows in the same order (position-based dedup ids
-        # downstream, e.g. the leaseq sink, depend on it).
-        table = table.sort_by("message_id")
+        rows = 0
+        for attempt_id, asked in partition.receives:
+            table = client.receive_arrow(
+                self.queue,
+                asked,
+                visibility_timeout=self.visibility_timeout,
+                wait_time=0,
+                attempt_id=attempt_id,
+            )
+            rows += table.num_rows
+            # A first receive returns delivery order, a replay key order: sort, so that every
+            # run of the partition yields the same rows in the same order (position-based
+            # dedup ids downstream, e.g. the leaseq sink, depend on it).
+            if table.num_rows:
+                yield from to_spark_batch(table.sort_by("message_id"), _SPARK_MESSAGE_SCHEMA)
+            if table.num_rows < asked:
+                break  # nothing more visible: a replay stops here too
         seconds = time.monotonic() - started
-        rate = table.num_rows / seconds if seconds > 0 else 0.0
+        rate = rows / seconds if seconds > 0 else 0.0
         progress_logger().info(
             "leaseq stream %s: %s messages received in %.2f s (%s/s)",
-            partition.attempt_id, f"{table.num_rows:,}", seconds, f"{rate:,.0f}",
+            partition.attempt_id, f"{rows:,}", seconds, f"{rate:,.0f}",
         )
-        yield from to_spark_batch(table, _SPARK_MESSAGE_SCHEMA)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._driver().commit(BatchPlan.from_offset(end))

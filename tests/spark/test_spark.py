@@ -221,6 +221,29 @@ def test_each_partition_logs_its_progress_in_its_worker(spark, server, client, q
         assert [r.level for r in logs if r.msg.startswith(expected)] == ["INFO"], logs
 
 
+def test_a_workers_first_client_freezes_its_heap(spark, server):
+    # PySpark's daemon runs a full gc.collect() after every task of a reused worker; what a
+    # worker holds once its first client exists (pyspark, pyarrow, grpc, leaseq) is frozen so
+    # that those collections skip it. Checked in a real Python worker.
+    target = server.target
+
+    def task(batches):
+        import gc
+
+        from leaseq.spark_ext._executor import ClientSettings, client_for
+
+        for _ in batches:
+            pass
+        client_for(ClientSettings(target))
+        frozen = gc.get_freeze_count()
+        client_for(ClientSettings(target))  # cached: no second freeze
+        yield pa.RecordBatch.from_pydict({"frozen": [frozen], "again": [gc.get_freeze_count()]})
+
+    row = spark.range(1, numPartitions=1).mapInArrow(task, "frozen long, again long").first()
+    assert row.frozen > 10_000  # the modules' objects, not a handful
+    assert row.again == row.frozen
+
+
 def test_read_queue_and_ack_dataframe(spark, server, client, queue):
     client.send_arrow(queue, pa.table({"body": [f"r{i}".encode() for i in range(300)]}))
     df = read_queue(spark, queue, target=server.target, num_partitions=2,

@@ -315,3 +315,67 @@ def test_driver_extends_uncommitted_batches_with_probes_that_deliver_nothing(
         assert reader.latestOffset(flush, ReadMaxRows(100)) == flush  # nothing more to do
     finally:
         reader.stop()
+
+
+def test_a_batch_plan_splits_partitions_into_requests_of_10000():
+    from leaseq.spark_ext.streaming import MAX_PER_PARTITION, BatchPlan
+
+    plan = BatchPlan.plan("q", 3, 50_000, 2)
+    assert (plan.partitions, plan.sizes()) == (2, [25_000, 25_000])
+    assert plan.receives(1) == [("leaseq-stream:q:3:1", 10_000),
+                                ("leaseq-stream:q:3:1.1", 10_000),
+                                ("leaseq-stream:q:3:1.2", 5_000)]
+    assert len(plan.attempt_ids()) == 6 and len(set(plan.attempt_ids())) == 6
+    # Request 0 keeps the id a partition had when it was one request (offsets logged then).
+    assert plan.attempt_id(1) == "leaseq-stream:q:3:1"
+    big = BatchPlan.plan("q", 1, 3 * MAX_PER_PARTITION + 1, 1)
+    assert big.partitions == 4 and max(big.sizes()) <= MAX_PER_PARTITION
+    assert BatchPlan.plan("q", 1, 3, 5).sizes() == [1, 1, 1]  # never an empty partition
+
+
+def test_a_partition_of_several_requests_replays_exactly_and_commits(server, client, queue):
+    send_bodies(client, queue, 0, 23_000)
+    reader = StreamReader(_lower({"target": server.target, "queue": queue,
+                                  "numPartitions": "1", "visibilityTimeout": "60"}))
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadMaxRows(30_000))
+        assert (end["messages"], end["partitions"]) == (23_000, 1)
+        (partition,) = reader.partitions(start, end)
+        assert [n for _, n in partition.receives] == [10_000, 10_000, 3_000]
+        first = pa.Table.from_batches(list(reader.read(partition)))
+        assert first.num_rows == 23_000
+        assert len(set(first.column("message_id").to_pylist())) == 23_000
+        # A retried task: every request replays, same rows, same order, same receipts.
+        again = pa.Table.from_batches(list(reader.read(partition)))
+        assert again.column("receipt").to_pylist() == first.column("receipt").to_pylist()
+        stats = client.stats(queue)
+        assert (stats.visible, stats.leased) == (0, 23_000)
+        assert {m.delivery_count for m in client.peek(queue, 100, include_leased=True)} == {1}
+        reader.commit(end)
+        assert client.stats(queue).total == 0
+    finally:
+        reader.stop()
+
+
+def test_a_partition_stops_at_its_first_short_request(server, client, queue):
+    send_bodies(client, queue, 0, 12_000)
+    reader = StreamReader(_lower({"target": server.target, "queue": queue,
+                                  "numPartitions": "1", "visibilityTimeout": "60"}))
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadMaxRows(30_000))
+        (partition,) = reader.partitions(start, end)
+        taken = client.receive_arrow(queue, 5_000, visibility_timeout=60, wait_time=0)
+        # 7,000 left: request 0 takes all of them and comes back short; request 1 is not made.
+        first = pa.Table.from_batches(list(reader.read(partition)))
+        assert first.num_rows == 7_000
+        client.ack_arrow(queue, taken)
+        send_bodies(client, queue, 12_000, 13_000)
+        again = pa.Table.from_batches(list(reader.read(partition)))  # the replay stops there too
+        assert again.column("receipt").to_pylist() == first.column("receipt").to_pylist()
+        reader.commit(end)
+        stats = client.stats(queue)
+        assert (stats.total, stats.visible) == (1_000, 1_000)
+    finally:
+        reader.stop()
