@@ -38,6 +38,13 @@ def main() -> None:
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--partitions", type=int, default=2, help="consumer tasks")
     parser.add_argument("--batch-size", type=int, default=10_000)
+    parser.add_argument("--receive-ahead", type=int, default=None,
+                        help="consume_process_ack's receive_ahead (default: its own)")
+    parser.add_argument("--acks-in-flight", type=int, default=None,
+                        help="consume_process_ack's acks_in_flight (default: its own)")
+    parser.add_argument("--sequential-too", action="store_true",
+                        help="also consume a second write with receive_ahead=0, "
+                        "acks_in_flight=0 (the unpipelined loop), side by side in this run")
     args = parser.parse_args()
 
     # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
@@ -88,14 +95,29 @@ def main() -> None:
                 pq.write_table(table.select(["message_id", "body"]),
                                f"{sink_dir}/{uuid.uuid4().hex}.parquet")
 
+            pipeline = {k: v for k, v in (("receive_ahead", args.receive_ahead),
+                                          ("acks_in_flight", args.acks_in_flight))
+                        if v is not None}
             t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
             consumed = consume_process_ack(
                 spark, "bench", fn, target=target, num_partitions=args.partitions,
                 batch_size=args.batch_size, visibility_timeout=120, wait_time=0.5, arrow=True,
+                **pipeline,
             )
             consume_s = time.perf_counter() - t0
             measured("consume_process_ack", c0, consume_s)
             assert consumed.acked == n, consumed
+            if args.sequential_too:
+                write_queue(df, "bench", target=target)
+                t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
+                sequential = consume_process_ack(
+                    spark, "bench", fn, target=target, num_partitions=args.partitions,
+                    batch_size=args.batch_size, visibility_timeout=120, wait_time=0.5,
+                    arrow=True, receive_ahead=0, acks_in_flight=0,
+                )
+                sequential_s = time.perf_counter() - t0
+                measured("consume sequential", c0, sequential_s)
+                assert sequential.acked == n, sequential
 
             # naive: one receive and one delete per message, in a mapInPandas -----------------
             sample = min(args.naive_sample, n)
@@ -128,6 +150,9 @@ def main() -> None:
     print(f"store={args.store} messages={n:,} body=100 B local[2] consumer tasks={args.partitions}")
     print(f"write_queue          {write_rate:>10,.0f} rows/s  ({write_s:.1f} s)")
     print(f"consume_process_ack  {consume_rate:>10,.0f} rows/s  ({consume_s:.1f} s, parquet sink)")
+    if args.sequential_too:
+        print(f"  sequential (receive_ahead=0, acks_in_flight=0) {n / sequential_s:>10,.0f} rows/s"
+              f"  ({sequential_s:.1f} s): pipelined / sequential = {sequential_s / consume_s:.2f}x")
     print(f"naive per-message    {naive_rate:>10,.0f} rows/s  ({sample:,} messages in {naive_s:.1f} s,"
           " extrapolated as a rate)")
     print(f"consume_process_ack / naive = {consume_rate / naive_rate:.1f}x")
@@ -137,6 +162,8 @@ def main() -> None:
           + ", ".join(f"{k.removesuffix('_seconds')} {v:.1f} s" for k, v in phases.items()))
     seconds = {"write_queue": (write_s, n), "consume_process_ack": (consume_s, n),
                "naive": (naive_s, sample)}
+    if args.sequential_too:
+        seconds["consume sequential"] = (sequential_s, n)
     for name, roles in cpu.items():
         wall, rows = seconds[name]
         print(f"  CPU during {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in roles.items())

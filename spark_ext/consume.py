@@ -23,6 +23,7 @@ from ..client.arrow import MAX_ROWS
 from ..client.errors import LeaseqError
 from ._executor import ClientSettings, LeaseKeeper, client_for, progress_logger
 from ._fn_result import FnResultError, row_errors
+from ._pipeline import Acker, Leased, Leaser
 from ._preflight import (
     MAX_LEASE_SECONDS,
     MAX_WAIT_SECONDS,
@@ -142,6 +143,13 @@ def _release(client: Any, queue: str, entries: list[tuple[str, str]], delay: flo
         )
 
 
+# Receives kept in flight ahead of fn, and acks behind it, per task (``_pipeline``). One
+# receive ahead already keeps the next batch arriving while fn runs; acks in flight let the
+# next fn start without waiting for the last batch's delete.
+RECEIVE_AHEAD = 1
+ACKS_IN_FLIGHT = 2
+
+
 def consume_partition(
     settings: ClientSettings,
     queue: str,
@@ -154,11 +162,19 @@ def consume_partition(
     as_pandas: bool,
     bisect: bool,
     release_delay: float,
+    receive_ahead: int = RECEIVE_AHEAD,
+    acks_in_flight: int = ACKS_IN_FLIGHT,
 ) -> dict[str, Any]:
     """One task's loop; its counts, ``seconds``, the first ``failures``, and when fn returned
-    a wrong shape the ``misuse`` text and the batch's receipts (``held``), still leased: the
-    driver releases them once every task has stopped, so no other task of the job receives
-    them again (a release here would hand them to a task still running, a second delivery)."""
+    a wrong shape the ``misuse`` text and the receipts the task still held (``held``: that
+    batch, and any batch leased ahead and not yet given to fn), still leased: the driver
+    releases them once every task has stopped, so no other task of the job receives them again
+    (a release here would hand them to a task still running, a second delivery).
+
+    Pipelined (``_pipeline``): while fn runs on a batch, the next ``receive_ahead`` batches are
+    being leased and up to ``acks_in_flight`` earlier batches acked. Leasing ahead starts only
+    after fn's first call returned an accepted shape, so a misused fn sees, and holds, one
+    batch per task."""
     client = client_for(settings)
     started = time.monotonic()
     stats: dict[str, Any] = dict.fromkeys(_COUNTS, 0)
@@ -178,58 +194,95 @@ def consume_partition(
     # untouched, and a batch holding nothing else ends the task, so a run processes each
     # message at most once per task and always ends.
     failed_here: dict[str, str] = {}
-    while misuse is None and (max_messages is None or stats["received"] < max_messages):
-        asked = batch_size if max_messages is None else min(batch_size, max_messages - stats["received"])
-        table = client.receive_arrow(
-            queue, asked, visibility_timeout=visibility_timeout, wait_time=wait_time
-        )
-        lap("receive_seconds")
-        if table.num_rows == 0:
-            break  # nothing visible within wait_time: the queue is drained (for now)
-        if failed_here:
-            again = pc.is_in(table.column("message_id"), pa.array(list(failed_here), pa.string()))
-            if pc.any(again).as_py():
-                repeats = table.filter(again)
-                _release(
-                    client,
-                    queue,
-                    [(r, failed_here[m]) for r, m in zip(repeats.column("receipt").to_pylist(),
-                                                        repeats.column("message_id").to_pylist())],
-                    release_delay,
-                )
-                table = table.filter(pc.invert(again))
-                lap("settle_seconds")
-                if table.num_rows == 0:
-                    break  # only messages this task already failed with: done
-        n = table.num_rows
-        stats["batches"] += 1
-        stats["received"] += n
-        # The receipts stay an Arrow column: a batch that fn succeeded with as a whole is acked
-        # straight from it, with no Python object per message.
-        receipts = table.column("receipt")
-        settled = False
-        try:
-            with LeaseKeeper(client, queue, receipts, visibility_timeout) as keeper:
-                try:
-                    errors = _run_fn(fn, table, as_pandas, bisect)
-                except FnResultError as error:
-                    misuse, held, settled = str(error), receipts.to_pylist(), True
-                    break
+
+    def give_back(receipts: list[str]) -> None:
+        # The task is failing (e.g. the process is being torn down, an ack call failed for
+        # good): give the batch back now rather than strand it until its leases end.
+        _release(client, queue, [(r, "consume_process_ack: task failed") for r in receipts], 0)
+
+    leaser = Leaser(client, queue, visibility_timeout=visibility_timeout, wait_time=wait_time,
+                    depth=receive_ahead)
+    acker = Acker(client, queue, _DONE_STATUSES, acks_in_flight, give_back)
+    leased_rows = 0  # rows of every batch taken from the leaser
+    drained = False  # a receive came back empty (or with only repeats): ask for no more
+    validated = False  # fn has returned an accepted shape once: lease ahead from now on
+
+    def ask_more(ahead: int) -> None:
+        """Keep ``ahead`` receives in flight (fewer near ``max_messages``)."""
+        while not drained and len(leaser.pending) < ahead:
+            room = None if max_messages is None else max_messages - leased_rows - leaser.asked
+            if room is not None and room <= 0:
+                return
+            leaser.ask(batch_size if room is None else min(batch_size, room))
+
+    current: Leased | None = None
+    finished = False
+    try:
+        ask_more(1)
+        while leaser.pending:
+            current = leaser.take()
+            table = current.table
+            leased_rows += table.num_rows
+            lap("receive_seconds")
+            if table.num_rows == 0:
+                drained = True  # nothing visible within wait_time: the queue is drained (for now)
+                current = None
+                continue
+            if failed_here:
+                again = pc.is_in(table.column("message_id"),
+                                 pa.array(list(failed_here), pa.string()))
+                if pc.any(again).as_py():
+                    repeats = table.filter(again)
+                    lost = current.stop_keeping()
+                    _release(
+                        client,
+                        queue,
+                        [(r, failed_here[m]) for r, m in zip(
+                            repeats.column("receipt").to_pylist(),
+                            repeats.column("message_id").to_pylist()) if r not in lost],
+                        release_delay,
+                    )
+                    table = table.filter(pc.invert(again))
+                    lap("settle_seconds")
+                    if table.num_rows == 0:
+                        drained = True  # only messages this task already failed with: done
+                        current = None
+                        continue
+                    # The keeper goes on for the rest of the batch (a new one: the old one
+                    # is stopped, and must stay so after the release).
+                    current = Leased(table, LeaseKeeper(client, queue, table.column("receipt"),
+                                                        visibility_timeout).__enter__())
+            n = table.num_rows
+            stats["batches"] += 1
+            stats["received"] += n
+            # The next batches arrive while fn runs on this one; before fn's first accepted
+            # result, none (a misused fn holds one batch per task).
+            ask_more(receive_ahead if validated else 0)
+            # The receipts stay an Arrow column: a batch that fn succeeded with as a whole is
+            # acked straight from it, with no Python object per message.
+            receipts = table.column("receipt")
+            try:
+                errors = _run_fn(fn, table, as_pandas, bisect)
+            except FnResultError as error:
+                current.stop_keeping()
+                misuse, held = str(error), receipts.to_pylist()
+                current = None
+                break
+            lost_leases = current.stop_keeping()
             lap("fn_seconds")
+            validated = True
+            ask_more(max(receive_ahead, 1))  # at least the next one, after fn
             bad: list[tuple[str, str]] = []
             ok: pa.ChunkedArray | list[str] = receipts
-            if errors is not None or keeper.lost:
+            if errors is not None or lost_leases:
                 per_row = _per_row(errors, n)
                 values = receipts.to_pylist()
-                ok = [r for r, e in zip(values, per_row) if e is None and r not in keeper.lost]
+                ok = [r for r, e in zip(values, per_row) if e is None and r not in lost_leases]
                 bad = [(r, e) for r, e in zip(values, per_row)
-                       if e is not None and r not in keeper.lost]
-            stats["lost"] += len(keeper.lost)
+                       if e is not None and r not in lost_leases]
+            stats["lost"] += len(lost_leases)
             if len(ok):
-                acked = client.ack_arrow(queue, ok)
-                done = pc.sum(pc.is_in(acked.column("status"), _DONE_STATUSES)).as_py() or 0
-                stats["acked"] += done
-                stats["lost"] += len(ok) - done
+                acker.ack(ok)
             if errors is not None and any(e is not None for e in errors):
                 ids = table.column("message_id").to_pylist()
                 for message_id, error in zip(ids, errors):
@@ -239,17 +292,31 @@ def consume_partition(
                             failures.append(f"{message_id}: {error}")
             _release(client, queue, bad, release_delay)
             stats["failed"] += len(bad)
-            settled = True
+            current = None
             lap("settle_seconds")
-        finally:
-            if not settled:
-                # The task is failing (e.g. the process is being torn down, an ack call failed
-                # for good): give the batch back now rather than strand it until its leases end.
-                try:
-                    _release(client, queue, [(r, "consume_process_ack: task failed")
-                                             for r in receipts.to_pylist()], 0)
-                except Exception:  # noqa: BLE001 - the leases end by themselves
-                    pass
+        # Batches leased ahead that fn will not see (misuse stopped the task): held with the
+        # misused batch, for the driver to release after the job.
+        for leased in leaser.close():
+            held.extend(leased.table.column("receipt").to_pylist())
+        acker.drain()
+        lap("settle_seconds")
+        finished = True
+    finally:
+        if not finished:
+            unsettled = [current] if current is not None else []
+            if current is not None:
+                current.stop_keeping()
+            unsettled += leaser.close()
+            try:
+                give_back([r for b in unsettled for r in b.table.column("receipt").to_pylist()])
+            except Exception:  # noqa: BLE001 - the leases end by themselves
+                pass
+            try:
+                acker.drain()  # a failed ack released its own batch
+            except Exception:  # noqa: BLE001 - the loop's own error is the one raised
+                pass
+    stats["acked"] += acker.acked
+    stats["lost"] += acker.lost
     seconds = time.monotonic() - started
     return dict(stats, seconds=seconds, **phases, failures=failures, misuse=misuse, held=held)
 
@@ -319,6 +386,8 @@ def consume_process_ack(
     release_delay: float = 0.0,
     raise_on_failure: bool = False,
     token: str | None = None,
+    receive_ahead: int = RECEIVE_AHEAD,
+    acks_in_flight: int = ACKS_IN_FLIGHT,
 ) -> ConsumeResult:
     """The at-least-once bulk consumer: ``num_partitions`` Spark tasks, each looping until the
     queue stays empty for ``wait_time`` (or it received ``max_messages_per_partition``):
@@ -361,9 +430,18 @@ def consume_process_ack(
 
     A message is acked only after fn returned for it, so a crash between fn and the ack means a
     redelivery: fn's sink must tolerate a repeat (at-least-once). Returns the totals.
+
+    Round trips overlap fn: while fn runs on a batch, each task leases the next
+    ``receive_ahead`` batches (0..8; each under its own lease keeper from its arrival) and up to
+    ``acks_in_flight`` earlier batches are being acked (0..8; 0: each ack before the next fn).
+    Leasing ahead starts after fn's first accepted result; when a task stops on a misused fn,
+    the batches it leased ahead are released with the misused one. 0 and 0 is the sequential
+    loop (receive, fn, ack, in turn).
     """
     _check_arguments(fn, num_partitions, batch_size, max_messages_per_partition,
                      visibility_timeout, wait_time, release_delay)
+    check_int("receive_ahead", receive_ahead, 0, 8)
+    check_int("acks_in_flight", acks_in_flight, 0, 8)
     settings = ClientSettings(target, token)
     check_queue(settings, queue, "consume_process_ack")
     options: dict[str, Any] = dict(
@@ -374,6 +452,8 @@ def consume_process_ack(
         as_pandas=not arrow,
         bisect=bisect,
         release_delay=release_delay,
+        receive_ahead=receive_ahead,
+        acks_in_flight=acks_in_flight,
     )
 
     def task(seeds: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

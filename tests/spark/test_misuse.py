@@ -120,6 +120,10 @@ def _noop(frame):
                      "wait_time must be at least 0 and at most 30", id="wait-60"),
         pytest.param(dict(release_delay=-1), ValueError,
                      "release_delay must be at least 0", id="delay-negative"),
+        pytest.param(dict(receive_ahead=9), ValueError,
+                     "receive_ahead must be between 0 and 8, got 9", id="ahead-9"),
+        pytest.param(dict(acks_in_flight=-1), ValueError,
+                     "acks_in_flight must be between 0 and 8, got -1", id="acks-negative"),
     ],
 )
 def test_bad_arguments_fail_before_any_job(spark, server, client, queue,
