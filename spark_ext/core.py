@@ -4,7 +4,9 @@ in ``consume``)."""
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +66,9 @@ def _attributes_struct(batch: pa.RecordBatch, columns: list[str]) -> pa.StructAr
     return pa.StructArray.from_arrays(arrays, names=columns)
 
 
+SENDS_IN_FLIGHT = 2  # send_arrow calls of one write_queue task in flight at once
+
+
 def send_partition(
     batches: Iterator[pa.RecordBatch],
     *,
@@ -76,44 +81,70 @@ def send_partition(
     channel_col: str | None,
     dedup_col: str | None,
     max_batch_bytes: int,
+    sends_in_flight: int = SENDS_IN_FLIGHT,
 ) -> tuple[int, int, int]:
     """Send one partition's batches through ``send_arrow``; (rows, enqueued, duplicates).
+
+    Up to ``sends_in_flight`` sends are in flight (threads: a blocking gRPC call releases the
+    GIL) while Spark hands over the next batch and its dedup ids are built, so the server is
+    not left idle between one send's answer and the next request.
 
     Raises when any row was not enqueued, so that Spark retries the task: with dedup ids the
     retry re-sends the same ids and enqueues only what is missing."""
     client = client_for(settings)
+    offset = 0  # rows of this partition seen so far: the next row's position
     rows = enqueued = duplicates = 0
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        columns: dict[str, pa.Array] = {"body": batch.column(body_col)}
-        if attributes_cols:
-            columns["attributes"] = _attributes_struct(batch, attributes_cols)
-        if channel_col:
-            columns["channel"] = batch.column(channel_col)
-        if dedup_col:
-            columns["dedup_id"] = pc.cast(batch.column(dedup_col), pa.string())
-        else:
-            # The row's position in its partition, counted over every batch of the partition:
-            # identical on every attempt of the task as long as the partition's rows are.
-            positions = pa.array(range(rows, rows + batch.num_rows), pa.int64())
-            columns["dedup_id"] = pc.binary_join_element_wise(
-                f"{write_id}:{partition}", pc.cast(positions, pa.string()), ":"
-            )
-        table = pa.table(columns)
-        result = client.send_arrow(queue, table, max_batch_bytes=max_batch_bytes)
+    pending: deque[Future[pa.Table]] = deque()
+
+    def collect() -> None:
+        nonlocal rows, enqueued, duplicates
+        result = pending.popleft().result()
         failed = result.filter(pc.is_valid(result.column("error_code")))
         if failed.num_rows:
             first = failed.slice(0, 1).to_pylist()[0]
             raise RuntimeError(
-                f"write_queue: {failed.num_rows} of {batch.num_rows} rows of partition "
+                f"write_queue: {failed.num_rows} of {result.num_rows} rows of partition "
                 f"{partition} were not enqueued (first: {first['error_code']}: "
                 f"{first['error_message']}); the task fails so Spark retries it"
             )
         dup = pc.sum(pc.cast(result.column("duplicate"), pa.int64())).as_py() or 0
-        rows += batch.num_rows
+        rows += result.num_rows
         duplicates += dup
-        enqueued += batch.num_rows - dup
+        enqueued += result.num_rows - dup
+
+    with ThreadPoolExecutor(max_workers=max(sends_in_flight, 1),
+                            thread_name_prefix="leaseq-send") as pool:
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                columns: dict[str, pa.Array] = {"body": batch.column(body_col)}
+                if attributes_cols:
+                    columns["attributes"] = _attributes_struct(batch, attributes_cols)
+                if channel_col:
+                    columns["channel"] = batch.column(channel_col)
+                if dedup_col:
+                    columns["dedup_id"] = pc.cast(batch.column(dedup_col), pa.string())
+                else:
+                    # The row's position in its partition, counted over every batch of the
+                    # partition: identical on every attempt of the task as long as the
+                    # partition's rows are.
+                    positions = pa.array(range(offset, offset + batch.num_rows), pa.int64())
+                    columns["dedup_id"] = pc.binary_join_element_wise(
+                        f"{write_id}:{partition}", pc.cast(positions, pa.string()), ":"
+                    )
+                offset += batch.num_rows
+                while len(pending) >= max(sends_in_flight, 1):
+                    collect()
+                pending.append(pool.submit(client.send_arrow, queue, pa.table(columns),
+                                           max_batch_bytes=max_batch_bytes))
+                if sends_in_flight == 0:
+                    collect()
+            while pending:
+                collect()
+        finally:
+            for future in pending:
+                future.cancel()  # a failing task: sends not started yet are not made
     return rows, enqueued, duplicates
 
 

@@ -78,6 +78,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -466,22 +467,36 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         client = client_for(self.settings)
         started = time.monotonic()
         rows = 0
-        for attempt_id, asked in partition.receives:
-            table = client.receive_arrow(
+
+        def receive(attempt_id: str, asked: int) -> pa.Table:
+            return client.receive_arrow(
                 self.queue,
                 asked,
                 visibility_timeout=self.visibility_timeout,
                 wait_time=0,
                 attempt_id=attempt_id,
             )
-            rows += table.num_rows
-            # A first receive returns delivery order, a replay key order: sort, so that every
-            # run of the partition yields the same rows in the same order (position-based
-            # dedup ids downstream, e.g. the leaseq sink, depend on it).
-            if table.num_rows:
-                yield from to_spark_batch(table.sort_by("message_id"), _SPARK_MESSAGE_SCHEMA)
-            if table.num_rows < asked:
-                break  # nothing more visible: a replay stops here too
+
+        # Request k+1 is made while request k's rows go to Spark, but only once k came back
+        # full: the same requests, with the same attempt ids, as one after the other (a
+        # request made before k's answer could take what k would have, or lease under an id
+        # that a short k means to be never used: its messages would then be deleted unread).
+        receives = partition.receives
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="leaseq-stream") as pool:
+            future = pool.submit(receive, *receives[0])
+            for k, (_, asked) in enumerate(receives):
+                table = future.result()
+                full = table.num_rows >= asked
+                if full and k + 1 < len(receives):
+                    future = pool.submit(receive, *receives[k + 1])
+                rows += table.num_rows
+                # A first receive returns delivery order, a replay key order: sort, so that
+                # every run of the partition yields the same rows in the same order
+                # (position-based dedup ids downstream, e.g. the leaseq sink, depend on it).
+                if table.num_rows:
+                    yield from to_spark_batch(table.sort_by("message_id"), _SPARK_MESSAGE_SCHEMA)
+                if not full:
+                    break  # nothing more visible: a replay stops here too
         seconds = time.monotonic() - started
         rate = rows / seconds if seconds > 0 else 0.0
         progress_logger().info(
