@@ -47,7 +47,7 @@ def aws(sqs_server, tmp_path_factory):
 
 def test_aws_cli_queue_and_message_commands(aws, sqs_server):
     name = unique("cli")
-    url = json.loads(aws("create-queue", "--queue-name", name, "--attributes", "VisibilityTimeout=20").stdout)["QueueUrl"]
+    url = json.loads(aws("create-queue", "--queue-name", name, "--attributes", "VisibilityTimeout=600").stdout)["QueueUrl"]
     assert url == f"{sqs_server.endpoint}/000000000000/{name}"
     assert json.loads(aws("get-queue-url", "--queue-name", name).stdout)["QueueUrl"] == url
     assert url in json.loads(aws("list-queues", "--queue-name-prefix", name).stdout)["QueueUrls"]
@@ -65,7 +65,7 @@ def test_aws_cli_queue_and_message_commands(aws, sqs_server):
     assert batch["Failed"][0]["Code"] == "InvalidMessageContents"
 
     attrs = json.loads(aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "All").stdout)["Attributes"]
-    assert attrs["VisibilityTimeout"] == "20" and attrs["ApproximateNumberOfMessages"] == "2"
+    assert attrs["VisibilityTimeout"] == "600" and attrs["ApproximateNumberOfMessages"] == "2"
 
     got = json.loads(
         aws("receive-message", "--queue-url", url, "--max-number-of-messages", "10",
