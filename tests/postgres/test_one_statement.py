@@ -15,7 +15,13 @@ import pytest
 from google.protobuf import duration_pb2
 
 from leaseq.server.errors import OverLimit
-from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.store.base import (
+    AllDeleted,
+    LeaseStatus,
+    NewMessage,
+    QueueConfig,
+    VisibilityChange,
+)
 from leaseq.server.store.postgres import PostgresStore
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
@@ -61,6 +67,23 @@ async def test_an_ack_mixing_current_and_stale_receipts_answers_each_in_order(st
     ]
     assert sorted(outcome.deleted_keys) == sorted([first[1].key, again.key, first[2].key])
     assert (await store.stats("q")).total == 0
+
+
+async def test_an_ack_of_current_receipts_is_answered_from_the_receipts(store) -> None:
+    """The usual ack (every receipt deleted its own message) makes no result object per receipt:
+    AllDeleted, read as OK results in request order, as the SQLite store answers."""
+    await store.create_queue("q", QueueConfig())
+    await store.send("q", [NewMessage(body=str(i).encode()) for i in range(5)])
+    delivered = (await store.receive("q", 5, 60.0)).messages
+    order = [delivered[i] for i in (3, 0, 4, 1, 2)]
+    outcome = await store.delete("q", [m.receipt for m in order])
+    assert isinstance(outcome.results, AllDeleted)
+    assert [(r.receipt, r.status, r.key) for r in outcome.results] == [
+        (m.receipt, LeaseStatus.OK, m.key) for m in order
+    ]
+    assert sorted(outcome.deleted_keys) == sorted(m.key for m in delivered)
+    again = await store.delete("q", [order[0].receipt])
+    assert [r.status for r in again.results] == [LeaseStatus.ALREADY_DELETED]
 
 
 async def test_a_receipt_of_a_queue_made_again_under_its_name_does_not_verify(store) -> None:
