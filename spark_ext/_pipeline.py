@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ._executor import LeaseKeeper
 
-__all__ = ["Acker", "Leased", "Leaser"]
+__all__ = ["Acker", "Leased", "Leaser", "kept"]
 
 
 class Leased:
@@ -41,6 +41,15 @@ class Leased:
             return set()
         self.keeper.stop()
         return self.keeper.lost
+
+
+def kept(client: Any, queue: str, table: pa.Table, visibility_timeout: float) -> Leased:
+    """``table`` under a LeaseKeeper from now on (an empty batch has nothing to keep)."""
+    keeper = None
+    if table.num_rows:
+        keeper = LeaseKeeper(client, queue, table.column("receipt"), visibility_timeout)
+        keeper.__enter__()
+    return Leased(table, keeper)
 
 
 class Leaser:
@@ -65,12 +74,7 @@ class Leaser:
         table = self.client.receive_arrow(
             self.queue, n, visibility_timeout=self.visibility_timeout, wait_time=self.wait_time
         )
-        keeper = None
-        if table.num_rows:
-            keeper = LeaseKeeper(self.client, self.queue, table.column("receipt"),
-                                 self.visibility_timeout)
-            keeper.__enter__()
-        return Leased(table, keeper)
+        return kept(self.client, self.queue, table, self.visibility_timeout)
 
     def ask(self, n: int) -> None:
         self.pending.append(self._pool.submit(self._receive, n))

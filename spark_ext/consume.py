@@ -21,9 +21,9 @@ import pyarrow.compute as pc
 from ..client._leases import reason_of
 from ..client.arrow import MAX_ROWS
 from ..client.errors import LeaseqError
-from ._executor import ClientSettings, LeaseKeeper, client_for, progress_logger
+from ._executor import ClientSettings, client_for, progress_logger
 from ._fn_result import FnResultError, row_errors
-from ._pipeline import Acker, Leased, Leaser
+from ._pipeline import Acker, Leased, Leaser, kept
 from ._preflight import (
     MAX_LEASE_SECONDS,
     MAX_WAIT_SECONDS,
@@ -250,8 +250,7 @@ def consume_partition(
                         continue
                     # The keeper goes on for the rest of the batch (a new one: the old one
                     # is stopped, and must stay so after the release).
-                    current = Leased(table, LeaseKeeper(client, queue, table.column("receipt"),
-                                                        visibility_timeout).__enter__())
+                    current = kept(client, queue, table, visibility_timeout)
             n = table.num_rows
             stats["batches"] += 1
             stats["received"] += n
