@@ -38,6 +38,7 @@ class ServerProcess:
     def start(self, timeout: float = 30.0) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         log = open(self.log_path, "ab")
+        self._log_start = log.tell()  # a restart appends: readiness is read past this
         self.process = subprocess.Popen(
             [sys.executable, "-m", "leaseq.cli", "serve", "--store", self.store_url,
              "--listen", self.target, *self.extra_args],
@@ -59,12 +60,22 @@ class ServerProcess:
                     raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
                 try:
                     reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING and self._all_workers_up():
                         return
                 except grpc.RpcError:
                     pass
                 time.sleep(0.05)
         raise TimeoutError(f"server not serving after {timeout}s: {self.log_path.read_text()[-2000:]}")
+
+    def _all_workers_up(self) -> bool:
+        # With --workers N the health check is answered by whichever worker is up first; the
+        # parent logs "listening on" once every worker is ready (before that, every connection
+        # lands on the workers already listening, which tests of the spread must not see).
+        if "--workers" not in self.extra_args:
+            return True
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_start)
+            return b"listening on" in log.read()
 
     def kill(self) -> None:
         """SIGKILL: no chance to flush or close anything."""
