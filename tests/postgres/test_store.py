@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -131,6 +133,21 @@ def _receive_buffers(schema: str, queue_id: int, now: float) -> int:
     return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
 
 
+def _vacuumed_buffers(schema: str, settled_buffers: Callable[[], int], few: int) -> int:
+    """VACUUM, then the buffers a receive reads. VACUUM removes only the rows that no open
+    transaction of the database can still see: another session's long transaction (a benchmark
+    beside the tests) holds them back, so VACUUM is repeated, for up to a minute, until the
+    figure comes down to `few` or that time is spent (then the caller's assertion says so)."""
+    deadline = time.monotonic() + 60
+    while True:
+        with connect() as conn:
+            conn.execute(f'VACUUM "{schema}".messages')
+        vacuumed = settled_buffers()
+        if vacuumed <= few or time.monotonic() > deadline:
+            return vacuumed
+        time.sleep(1)  # another session's transaction: nothing here can signal its end
+
+
 @pytest.mark.slow
 async def test_the_head_of_the_queue_after_many_deletes(store: PostgresStore, schema: str) -> None:
     """Every delivery leaves a dead index entry at the head of messages_visible (the row's
@@ -163,9 +180,7 @@ async def test_the_head_of_the_queue_after_many_deletes(store: PostgresStore, sc
     deletes = 20_000
     await consume(deletes)
     many = settled_buffers()
-    with connect() as conn:
-        conn.execute(f'VACUUM "{schema}".messages')
-    vacuumed = settled_buffers()
+    vacuumed = _vacuumed_buffers(schema, settled_buffers, few)
     print(f"buffers read by the index scan of a receive of 100: {few} after 1,000 deletes,"
           f" {many} after {1_000 + deletes:,}, {vacuumed} after VACUUM")
     assert many - few < deletes / 100, (few, many)  # not a heap page per dead row
