@@ -149,6 +149,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             # that far. NULL means a run of one key: the rows written before this version, and
             # those a replica of an older version still writes during a rolling upgrade, stay
             # as they are (adding a nullable column rewrites nothing, however many there are).
+            # An older replica's lookup (key = ANY) finds only the first key of a run: until it
+            # is replaced, it answers MESSAGE_NOT_FOUND for a retried ack of the others.
             "ALTER TABLE {schema}.tombstones ADD COLUMN last_key bigint",
         ],
     ),
