@@ -8,7 +8,7 @@ import pytest
 
 from leaseq.server.store import open_store
 from leaseq.server.store import postgres as pg
-from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig
+from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
 from tests.support.postgres import connect, store_url
 
@@ -122,3 +122,54 @@ def test_serve_flags_size_the_pool() -> None:
     url = store_url("s")
     assert pg.parse_url(_with_pool_size(url, 1, 7)).pool_max == 7
     assert _with_pool_size("sqlite:///x.db", 1, 7) == "sqlite:///x.db"
+
+
+async def test_a_version_2_schema_migrated_keeps_its_tombstones(
+    schema: str, url: str, monkeypatch
+) -> None:
+    """Version 3 makes tombstones runs (last_key); the one-key rows of version 2 stay as they
+    are (last_key NULL) and keep answering ALREADY_DELETED / RECEIPT_SUPERSEDED."""
+    monkeypatch.setattr(pg, "MIGRATIONS", pg.MIGRATIONS[:2])
+    monkeypatch.setattr(pg, "SCHEMA_VERSION", 2)
+    old = PostgresStore.from_url(url)
+    await old.open()
+    await old.create_queue("q", QueueConfig())
+    await old.send("q", [NewMessage(body=str(i).encode()) for i in range(4)])
+    first = (await old.receive("q", 4, 60.0)).messages
+    await old.change_visibility("q", [VisibilityChange(first[0].receipt, 0.0)])
+    [again] = (await old.receive("q", 1, 60.0)).messages
+    await old.close()
+    # Acked as version 2 did: one tombstone row per key (the last message stays).
+    acked = [(again.key, 2)] + [(m.key, 1) for m in first[1:3]]
+    with connect() as conn:
+        for key, seq in acked:
+            conn.execute(f'DELETE FROM "{schema}".messages WHERE key = %s', (key,))
+            conn.execute(
+                f'INSERT INTO "{schema}".tombstones (key, queue, receipt_seq, deleted_at)'
+                f' SELECT %s, id, %s, extract(epoch FROM now()) FROM "{schema}".queues',
+                (key, seq),
+            )
+    monkeypatch.undo()
+
+    store = PostgresStore.from_url(url)
+    await store.open()
+    try:
+        assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
+        with connect() as conn:
+            nulls = conn.execute(
+                f'SELECT count(*) FROM "{schema}".tombstones WHERE last_key IS NULL'
+            ).fetchone()
+        assert nulls == (3,)
+        outcome = await store.delete("q", [m.receipt for m in first] + [again.receipt])
+        assert [r.status for r in outcome.results] == [
+            LeaseStatus.RECEIPT_SUPERSEDED,
+            LeaseStatus.ALREADY_DELETED,
+            LeaseStatus.ALREADY_DELETED,
+            LeaseStatus.OK,
+            LeaseStatus.ALREADY_DELETED,
+        ]
+        assert (await store.delete("q", [first[3].receipt])).results[0].status is (
+            LeaseStatus.ALREADY_DELETED
+        )
+    finally:
+        await store.close()

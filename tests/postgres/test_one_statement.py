@@ -103,7 +103,9 @@ async def test_an_ack_whose_key_has_a_tombstone_already_goes_the_transaction_way
     store, schema: str
 ) -> None:
     """DELETE_RECEIPTS_SQL writes tombstones without ON CONFLICT (keys are never reused): should
-    one exist all the same, the statement fails whole and the transaction way answers."""
+    one exist all the same, the statement fails whole and the transaction way answers. (The two
+    keys make one run, whose first key is the first message's: that is where a tombstone would
+    collide.)"""
     await store.create_queue("q", QueueConfig())
     await store.send("q", [NewMessage(body=b"a"), NewMessage(body=b"b")])
     first, second = (await store.receive("q", 2, 60.0)).messages
@@ -111,7 +113,7 @@ async def test_an_ack_whose_key_has_a_tombstone_already_goes_the_transaction_way
         conn.execute(
             f"INSERT INTO {schema}.tombstones (key, queue, receipt_seq, deleted_at)"
             " VALUES (%s, 0, 0, 0)",
-            (second.key,),
+            (first.key,),
         )
     outcome = await store.delete("q", [first.receipt, second.receipt])
     assert [r.status for r in outcome.results] == [LeaseStatus.OK, LeaseStatus.OK]
