@@ -17,14 +17,60 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._executor import LeaseKeeper
 
-__all__ = ["Acker", "Leased", "Leaser", "kept"]
+__all__ = ["Acker", "InFlight", "Leased", "Leaser", "kept"]
+
+T = TypeVar("T")
+
+
+class InFlight(Generic[T]):
+    """Calls made in threads, at most ``depth`` at once (a blocking gRPC call releases the GIL),
+    each result handed to ``on_result`` in the caller's thread, oldest first; ``submit`` waits
+    for the oldest when ``depth`` are in flight. ``depth`` 0: each call is made at once, in the
+    caller. Acks (``Acker``) and write_queue's sends (``core.send_partition``) go through it."""
+
+    def __init__(self, depth: int, on_result: Callable[[T], None], thread_name_prefix: str) -> None:
+        self.depth = depth
+        self.on_result = on_result
+        self.pending: deque[Future[T]] = deque()
+        self._pool = ThreadPoolExecutor(max_workers=max(depth, 1),
+                                        thread_name_prefix=thread_name_prefix)
+
+    def submit(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> None:
+        if self.depth == 0:
+            self.on_result(call(*args, **kwargs))
+            return
+        while len(self.pending) >= self.depth:
+            self._collect_one()
+        self.pending.append(self._pool.submit(call, *args, **kwargs))
+
+    def _collect_one(self) -> None:
+        self.on_result(self.pending.popleft().result())
+
+    def drain(self) -> None:
+        """Wait for every call in flight; the first failure is raised after all have ended."""
+        error: BaseException | None = None
+        while self.pending:
+            try:
+                self._collect_one()
+            except BaseException as e:  # noqa: BLE001 - raised below, after the others
+                error = error or e
+        self._pool.shutdown(wait=True)
+        if error is not None:
+            raise error
+
+    def cancel(self) -> None:
+        """A failing task: calls not started are not made; those running end, unheard."""
+        for future in self.pending:
+            future.cancel()
+        self.pending.clear()
+        self._pool.shutdown(wait=True)
 
 
 class Leased:
@@ -103,22 +149,20 @@ class Leaser:
 
 
 class Acker:
-    """Acks in a thread, at most ``depth`` in flight; ``ack`` waits for the oldest when full.
-    Each completed ack adds to ``acked`` (deleted: OK or already deleted) and ``lost`` (the
-    lease was gone). An ack that raised releases its receipts (``on_failure``) and re-raises
-    at the next ``ack`` or at ``drain``: the task fails, as a failed ack always made it."""
+    """Acks in a thread, at most ``depth`` in flight (``InFlight``); ``ack`` waits for the oldest
+    when full. Each completed ack adds to ``acked`` (deleted: OK or already deleted) and
+    ``lost`` (the lease was gone). An ack that raised releases its receipts (``on_failure``) and
+    re-raises at the next ``ack`` or at ``drain``: the task fails, as a failed ack always made it."""
 
     def __init__(self, client: Any, queue: str, done_statuses: pa.Array, depth: int,
                  on_failure: Callable[[list[str]], None]) -> None:
         self.client = client
         self.queue = queue
         self.done_statuses = done_statuses
-        self.depth = depth
         self.on_failure = on_failure
         self.acked = 0
         self.lost = 0
-        self.pending: deque[Future[tuple[int, int]]] = deque()
-        self._pool = ThreadPoolExecutor(max_workers=max(depth, 1), thread_name_prefix="leaseq-ack")
+        self._calls: InFlight[tuple[int, int]] = InFlight(depth, self._count, "leaseq-ack")
 
     def _ack(self, receipts: pa.ChunkedArray | list[str]) -> tuple[int, int]:
         try:
@@ -133,29 +177,14 @@ class Acker:
         done = pc.sum(pc.is_in(result.column("status"), self.done_statuses)).as_py() or 0
         return done, len(receipts) - done
 
-    def _collect_one(self) -> None:
-        done, lost = self.pending.popleft().result()
+    def _count(self, outcome: tuple[int, int]) -> None:
+        done, lost = outcome
         self.acked += done
         self.lost += lost
 
     def ack(self, receipts: pa.ChunkedArray | list[str]) -> None:
-        if self.depth == 0:  # no ack in flight: this one, now
-            done, lost = self._ack(receipts)
-            self.acked += done
-            self.lost += lost
-            return
-        while len(self.pending) >= self.depth:
-            self._collect_one()
-        self.pending.append(self._pool.submit(self._ack, receipts))
+        self._calls.submit(self._ack, receipts)
 
     def drain(self) -> None:
         """Wait for every ack in flight; the first failure is raised after all have ended."""
-        error: BaseException | None = None
-        while self.pending:
-            try:
-                self._collect_one()
-            except BaseException as e:  # noqa: BLE001 - raised below, after the others
-                error = error or e
-        self._pool.shutdown(wait=True)
-        if error is not None:
-            raise error
+        self._calls.drain()

@@ -4,9 +4,7 @@ in ``consume``)."""
 from __future__ import annotations
 
 import uuid
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +19,7 @@ from ._executor import (
     spark_arrow_schema,
     to_spark_batch,
 )
+from ._pipeline import InFlight
 from ._preflight import check_queue
 
 if TYPE_CHECKING:
@@ -94,11 +93,9 @@ def send_partition(
     client = client_for(settings)
     offset = 0  # rows of this partition seen so far: the next row's position
     rows = enqueued = duplicates = 0
-    pending: deque[Future[pa.Table]] = deque()
 
-    def collect() -> None:
+    def count(result: pa.Table) -> None:
         nonlocal rows, enqueued, duplicates
-        result = pending.popleft().result()
         failed = result.filter(pc.is_valid(result.column("error_code")))
         if failed.num_rows:
             first = failed.slice(0, 1).to_pylist()[0]
@@ -112,39 +109,33 @@ def send_partition(
         duplicates += dup
         enqueued += result.num_rows - dup
 
-    with ThreadPoolExecutor(max_workers=max(sends_in_flight, 1),
-                            thread_name_prefix="leaseq-send") as pool:
-        try:
-            for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                columns: dict[str, pa.Array] = {"body": batch.column(body_col)}
-                if attributes_cols:
-                    columns["attributes"] = _attributes_struct(batch, attributes_cols)
-                if channel_col:
-                    columns["channel"] = batch.column(channel_col)
-                if dedup_col:
-                    columns["dedup_id"] = pc.cast(batch.column(dedup_col), pa.string())
-                else:
-                    # The row's position in its partition, counted over every batch of the
-                    # partition: identical on every attempt of the task as long as the
-                    # partition's rows are.
-                    positions = pa.array(range(offset, offset + batch.num_rows), pa.int64())
-                    columns["dedup_id"] = pc.binary_join_element_wise(
-                        f"{write_id}:{partition}", pc.cast(positions, pa.string()), ":"
-                    )
-                offset += batch.num_rows
-                while len(pending) >= max(sends_in_flight, 1):
-                    collect()
-                pending.append(pool.submit(client.send_arrow, queue, pa.table(columns),
-                                           max_batch_bytes=max_batch_bytes))
-                if sends_in_flight == 0:
-                    collect()
-            while pending:
-                collect()
-        finally:
-            for future in pending:
-                future.cancel()  # a failing task: sends not started yet are not made
+    sends: InFlight[pa.Table] = InFlight(sends_in_flight, count, "leaseq-send")
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            columns: dict[str, pa.Array] = {"body": batch.column(body_col)}
+            if attributes_cols:
+                columns["attributes"] = _attributes_struct(batch, attributes_cols)
+            if channel_col:
+                columns["channel"] = batch.column(channel_col)
+            if dedup_col:
+                columns["dedup_id"] = pc.cast(batch.column(dedup_col), pa.string())
+            else:
+                # The row's position in its partition, counted over every batch of the
+                # partition: identical on every attempt of the task as long as the
+                # partition's rows are.
+                positions = pa.array(range(offset, offset + batch.num_rows), pa.int64())
+                columns["dedup_id"] = pc.binary_join_element_wise(
+                    f"{write_id}:{partition}", pc.cast(positions, pa.string()), ":"
+                )
+            offset += batch.num_rows
+            sends.submit(client.send_arrow, queue, pa.table(columns),
+                         max_batch_bytes=max_batch_bytes)
+    except BaseException:
+        sends.cancel()  # a failing task: sends not started yet are not made
+        raise
+    sends.drain()
     return rows, enqueued, duplicates
 
 
