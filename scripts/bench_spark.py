@@ -24,6 +24,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -98,23 +99,23 @@ def main() -> None:
             pipeline = {k: v for k, v in (("receive_ahead", args.receive_ahead),
                                           ("acks_in_flight", args.acks_in_flight))
                         if v is not None}
+
+            def consume(**pipeline_settings: int) -> Any:
+                return consume_process_ack(
+                    spark, "bench", fn, target=target, num_partitions=args.partitions,
+                    batch_size=args.batch_size, visibility_timeout=120, wait_time=0.5,
+                    arrow=True, **pipeline_settings,
+                )
+
             t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
-            consumed = consume_process_ack(
-                spark, "bench", fn, target=target, num_partitions=args.partitions,
-                batch_size=args.batch_size, visibility_timeout=120, wait_time=0.5, arrow=True,
-                **pipeline,
-            )
+            consumed = consume(**pipeline)
             consume_s = time.perf_counter() - t0
             measured("consume_process_ack", c0, consume_s)
             assert consumed.acked == n, consumed
             if args.sequential_too:
                 write_queue(df, "bench", target=target)
                 t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
-                sequential = consume_process_ack(
-                    spark, "bench", fn, target=target, num_partitions=args.partitions,
-                    batch_size=args.batch_size, visibility_timeout=120, wait_time=0.5,
-                    arrow=True, receive_ahead=0, acks_in_flight=0,
-                )
+                sequential = consume(receive_ahead=0, acks_in_flight=0)
                 sequential_s = time.perf_counter() - t0
                 measured("consume sequential", c0, sequential_s)
                 assert sequential.acked == n, sequential
