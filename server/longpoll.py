@@ -932,7 +932,7 @@ class LongPoll:
         max_bytes: int,
     ) -> ReceiveOutcome:
         """store.receive, shielded from the stream's cancellation: a store may finish a receive
-        whose caller is gone (SQLite's writer thread does; PostgreSQL would roll back only on
+        whose caller is gone (SQLite's writer does; PostgreSQL would roll back only on
         the way), and what it leased then has nobody to go to. So the receive always finishes,
         and a cancelled stream's messages are released when it does."""
         call = asyncio.ensure_future(

@@ -1,6 +1,6 @@
 """Fixtures for the SQLite backend's own tests: real files in tmp_path, a fake clock.
 
-`held_writer` parks the writer thread on an operation of its own, so that everything submitted
+`held_writer` parks the writer's thread on a heavy operation of its own, so that everything submitted
 meanwhile waits in its queue and is committed as one group once the block exits: group commit
 becomes deterministic without sleeping.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store.sqlite import SqliteStore
+from leaseq.server.store.sqlite import SqliteStore, writer
 
 
 @pytest.fixture
@@ -41,10 +41,13 @@ async def store(db_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStore]:
         await opened.close()
 
 
-def run_on_writer(store: SqliteStore, fn: Callable[[sqlite3.Connection], object]):
-    """Run fn(connection) on the store's writer thread, as one operation of a group."""
+def run_on_writer(
+    store: SqliteStore, fn: Callable[[sqlite3.Connection], object], weight: int = 1
+):
+    """Run fn(connection) on the store's writer as one operation of a group: on the event loop,
+    or with a weight above writer.INLINE_WEIGHT on the writer's thread."""
     assert store._writer is not None
-    return store._writer.submit(fn)
+    return store._writer.submit(fn, weight)
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -58,7 +61,7 @@ async def until(condition: Callable[[], bool]) -> None:
 
 def waiting_operations(store: SqliteStore) -> int:
     assert store._writer is not None
-    return store._writer._inbox.qsize()
+    return store._writer.waiting()
 
 
 @asynccontextmanager
@@ -69,7 +72,8 @@ async def held_writer(store: SqliteStore) -> AsyncIterator[None]:
         entered.set()
         release.wait(timeout=30)
 
-    parked = asyncio.ensure_future(run_on_writer(store, park))
+    # Heavy, so that it parks the writer's thread and not the event loop.
+    parked = asyncio.ensure_future(run_on_writer(store, park, writer.INLINE_WEIGHT + 1))
     # Waiting for a thread event is blocking, so it happens on a helper thread.
     assert await asyncio.to_thread(entered.wait, 30)
     try:

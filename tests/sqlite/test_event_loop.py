@@ -1,15 +1,18 @@
-"""SQLite work never runs on the event loop: the loop keeps turning during a big batch."""
+"""Where the SQLite work runs (writer.py): light operations on the event loop, heavy ones on the
+writer's thread while the loop keeps turning, and a file locked by another process is waited for
+on that thread, never on the loop."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import threading
+from pathlib import Path
 
 from leaseq.server.store.base import NewMessage, QueueConfig, VisibilityChange
-from leaseq.server.store.sqlite import SqliteStore
+from leaseq.server.store.sqlite import SqliteStore, writer
 
-from .conftest import run_on_writer
+from .conftest import run_on_writer, until
 
 BATCH = 10_000
 
@@ -42,8 +45,47 @@ async def test_the_loop_turns_during_a_big_batch(store: SqliteStore) -> None:
     assert len(release.result()) == BATCH
 
 
-async def test_operations_run_on_the_writer_thread(store: SqliteStore) -> None:
-    def thread_of(conn: sqlite3.Connection) -> int:
-        return threading.get_ident()
+def _thread_of(conn: sqlite3.Connection) -> int:
+    return threading.get_ident()
 
-    assert await run_on_writer(store, thread_of) != threading.get_ident()
+
+async def test_light_operations_run_on_the_loop_and_heavy_ones_on_the_writer_thread(
+    store: SqliteStore,
+) -> None:
+    loop_thread = threading.get_ident()
+    assert await run_on_writer(store, _thread_of, writer.INLINE_WEIGHT) == loop_thread
+    assert await run_on_writer(store, _thread_of, writer.INLINE_WEIGHT + 1) != loop_thread
+
+
+async def test_a_purge_runs_off_the_loop(store: SqliteStore) -> None:
+    await store.create_queue("q", QueueConfig())
+    await store.send("q", [NewMessage(b"x") for _ in range(BATCH)])
+    purge = asyncio.ensure_future(store.purge_queue("q"))
+    assert await _turns_while_pending(purge) > 10
+    assert purge.result() == BATCH
+
+
+async def test_a_file_locked_by_another_process_is_waited_for_off_the_loop(
+    store: SqliteStore, db_path: Path
+) -> None:
+    await store.create_queue("q", QueueConfig())
+    other = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock, as a backup or the CLI may
+        send = asyncio.ensure_future(store.send("q", [NewMessage(b"waited")]))
+        # The loop keeps turning while the send waits for the lock (on the writer's thread).
+        await until(lambda: _on_thread(store))
+        assert not send.done()
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    assert len(await send) == 1
+    # And the next light operation runs on the loop again.
+    assert await run_on_writer(store, _thread_of) == threading.get_ident()
+    assert [m.body for m in (await store.peek("q", 10)).messages] == [b"waited"]
+
+
+def _on_thread(store: SqliteStore) -> bool:
+    """Whether a group is running on the writer's thread now."""
+    assert store._writer is not None
+    return store._writer.on_thread()

@@ -3,19 +3,23 @@
 Semantics are base.py's, to the letter; this module only decides how to get them from SQLite
 fast and durably.
 
-Threading and group commit
---------------------------
-sqlite3 calls block, and the store must never block the asyncio event loop, so one dedicated
-thread (`_Writer`) owns the only connection. An async method turns its work into a function of
-the connection, queues it and awaits a future. The thread takes every operation waiting (up to a
-bound), runs them all in ONE transaction, each but the first inside its own SAVEPOINT so that a
-failing operation rolls back only itself (the first needs none: undoing it is rolling back the
-transaction so far, which holds nothing else; `_Writer._run_first` says why that saves a journal),
-COMMITs once and then resolves the futures. With
+Where the work runs, and group commit
+------------------------------------
+One writer (`_Writer`, writer.py) owns the only writing connection. An async method turns its
+work into a function of the connection, queues it and awaits a future. The writer takes every
+operation waiting (up to a bound), runs them all in ONE transaction, each but the first inside
+its own SAVEPOINT so that a failing operation rolls back only itself (the first needs none:
+undoing it is rolling back the transaction so far, which holds nothing else; `_Writer._run_first`
+says why that saves a journal), COMMITs once and then resolves the futures. With
 ``synchronous=FULL`` the COMMIT is the fsync, so sixteen concurrent sends cost about one fsync
-instead of sixteen, and every future resolves only after its work is on disk. Reads go through
-the same thread: every operation on a queue starts with the expiry sweep (a write) anyway, and one
-thread means no locking questions at all.
+instead of sixteen, and every future resolves only after its work is on disk. Groups of light
+operations (the usual sends, receives and acks) run on the event loop itself, which measured
+far cheaper than handing each to a thread and back; heavy ones (big batches, purges, redrives,
+migrations) and any wait for another process's lock run on the writer's thread, so the loop is
+never held for long (writer.py says why and what was measured). One group at a time: no locking
+questions. Reads go through the writer too (every operation on a queue starts with the expiry
+sweep, a write), except the long scans of stats and peek, which have a read connection of their
+own (reader.py).
 
 Schema
 ------
@@ -58,7 +62,7 @@ Schema
 
 One store per file
 ------------------
-Only this store's writer thread writes the file (other processes may read it, WAL allows that),
+Only this store's writer writes the file (other processes may read it, WAL allows that),
 which lets the writer keep a little state of its own: an upper bound on each queue's live
 leases, so that a receive far below max_in_flight skips counting them (see
 `_Tx._delivery_limit`).

@@ -1,4 +1,4 @@
-"""SqliteStore: the Store protocol's async face over the writer thread and its transactions."""
+"""SqliteStore: the Store protocol's async face over the writer and its transactions."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ sqlite3.register_adapter(bytes, bytes)
 
 
 class SqliteStore:
-    """The Store protocol over one SQLite file (WAL, synchronous=FULL, one writer thread).
+    """The Store protocol over one SQLite file (WAL, synchronous=FULL, one writer).
 
     `commit_count` and `operation_count` say how many transactions and operations the writer
     thread has committed since open: group commit makes the first smaller than the second.
@@ -59,19 +59,19 @@ class SqliteStore:
         self._writer: _Writer | None = None
         self._reader: _Reader | None = None
         self._codec: ReceiptCodec | None = None
-        # Writer thread only: when to housekeep next, and per queue id an upper bound on its
-        # live leases (see _Tx._delivery_limit). This assumes one store per file at a time,
-        # which the single-writer design assumes anyway.
+        # The writer's operations only: when to housekeep next, and per queue id an upper bound
+        # on its live leases (see _Tx._delivery_limit). This assumes one store per file at a
+        # time, which the single-writer design assumes anyway.
         self._next_housekeeping = -math.inf
         self._lease_ceilings: dict[int, int] = {}
         # Event loop only: queues by name as last created, read or updated. The service reads a
         # queue's configuration before every send and receive; answering from here spares each
-        # of those a round trip through the writer thread (issue 6's profile). Every change of a
+        # of those a round trip through the writer (issue 6's profile). Every change of a
         # queue goes through this object (one store per file, as above), and the operations
         # themselves still look the queue up, so a stale entry can never act on a deleted queue.
         self._queues: dict[str, QueueInfo] = {}
         # Event loop only: each queue's uid as the last receive saw it, to verify receipts on
-        # the event loop (_predecode) instead of the writer thread; the operation checks the uid.
+        # the event loop (_predecode) outside the writer's group; the operation checks the uid.
         self._uids: dict[str, int] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -115,11 +115,15 @@ class SqliteStore:
         return self._writer.operations if self._writer is not None else 0
 
     def _connect(self) -> sqlite3.Connection:
-        """Runs on the writer thread, which then owns the connection."""
+        """Runs on the writer's thread (writer.py says where the connection is used after)."""
         check_path(self.path)
         try:
             # isolation_level=None: the writer issues BEGIN/SAVEPOINT/COMMIT itself.
-            conn = sqlite3.connect(self.path, isolation_level=None, cached_statements=256)
+            # check_same_thread=False: the writer uses it on the event loop and on its thread,
+            # never both at once (writer.py).
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, cached_statements=256, check_same_thread=False
+            )
         except sqlite3.Error as error:
             raise explain(self.path, error) from error
         try:
@@ -132,8 +136,9 @@ class SqliteStore:
             # FULL: the WAL is synced at every COMMIT, so a message is on disk when send returns.
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
-            # Another process (a backup, the CLI) may hold the lock for a moment.
-            conn.execute("PRAGMA busy_timeout = 5000")
+            # Another process (a backup, the CLI) may hold the lock for a moment: the writer
+            # waits for it on its thread, never on the event loop (writer.BUSY_TIMEOUT_MS).
+            conn.execute("PRAGMA busy_timeout = 0")
             conn.execute("PRAGMA cache_size = -65536")
             # FILE, not MEMORY: every operation runs in a SAVEPOINT, whose journal keeps the
             # original of each page it changes; in memory, a redrive or dead-letter move of
@@ -190,7 +195,8 @@ class SqliteStore:
         self._queues.pop(name, None)
         self._uids.pop(name, None)
         try:
-            await self._call(lambda tx: tx.delete_queue(name))
+            # The weight of the heaviest group: its messages may be many (off the event loop).
+            await self._call(lambda tx: tx.delete_queue(name), weight=MAX_GROUP_WEIGHT)
         finally:
             self._queues.pop(name, None)  # a get_queue may have cached it again meanwhile
 
@@ -201,7 +207,7 @@ class SqliteStore:
         await self._call(lambda tx: tx.set_queue_metadata(name, metadata))
 
     async def purge_queue(self, name: str) -> int:
-        return await self._call(lambda tx: tx.purge_queue(name))
+        return await self._call(lambda tx: tx.purge_queue(name), weight=MAX_GROUP_WEIGHT)
 
     async def stats(self, name: str) -> QueueStats:
         counters = await self._call(lambda tx: tx.stats_counters(name))

@@ -1,4 +1,4 @@
-"""One operation's view of the database: the SQL behind each Store method, run on the writer thread."""
+"""One operation's view of the database: the SQL behind each Store method, run by the writer."""
 
 from __future__ import annotations
 
@@ -161,10 +161,10 @@ def _state(row: _Row, now: float) -> MessageState:
 
 @dataclass(slots=True)
 class Delivery:
-    """What a receive leased, as the writer thread leaves it: the queue's uid and the rows
+    """What a receive leased, as the writer leaves it: the queue's uid and the rows
     (DELIVERED_COLUMNS, in delivery order). The receipts and DeliveredMessages are made from it
-    on the event loop (`finish_delivery`), so that the writer thread, the store's bottleneck,
-    spends its time in SQLite (which runs without the GIL) rather than in Python (issue 6)."""
+    after the commit (`finish_delivery`), outside the group's transaction, so that the writer,
+    the store's bottleneck, spends its time in SQLite rather than in Python (issue 6)."""
 
     uid: int
     rows: list[tuple[Any, ...]]
@@ -364,7 +364,7 @@ def _peeked(row: _Row, now: float) -> PeekedMessage:
 class _Tx:
     """One operation: the connection (inside the group's transaction, inside this operation's
     savepoint), the instant `now` read once, the receipt codec and the store's lease ceilings
-    (see `_delivery_limit`). Runs on the writer thread."""
+    (see `_delivery_limit`). Run by the writer (on the event loop or its thread, writer.py)."""
 
     def __init__(
         self,

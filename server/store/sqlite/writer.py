@@ -1,13 +1,39 @@
-"""The writer thread: one connection, group commit (see the package docstring)."""
+"""The writer: the one connection that writes the file, and group commit (see the package
+docstring).
+
+Where a group runs
+------------------
+A group of light operations (the usual sends, receives and acks: each of weight at most
+INLINE_WEIGHT) runs on the event loop itself, its COMMIT (the fsync) included; anything heavier
+(a batch of 10,000 messages, a purge, a redrive, opening and migrating the file) runs alone on
+the writer's thread while the loop goes on serving. One group at a time either way: the next
+starts only when the last has committed, so the connection is never used by two threads at once.
+
+Why on the loop: handing each operation to a thread and its result back cost more than the
+work. sqlite3 lets go of the GIL around every statement and takes it back after, so the
+thread and the event loop passed the GIL to and fro several times per operation, each a pair
+of context switches (about 8 switches per operation for the writer thread in a send at batch
+100; the kernel's share of the server's CPU was 33-41%). Measured side by side (issue 20,
+`leaseq bench`, 8 s each, two alternations): the cycle at batch 100 with 2 consumers 15,350/
+19,390 -> 29,525/28,910 msgs/s (server CPU 60/48 -> 32/33 µs a message); sends at batch 100
+with 2 producers 75,390/69,700 -> 96,580/79,980; the cycle at batch 1000 49,375/49,750 ->
+58,000/59,250. Statements on the loop with only the COMMIT on the thread gained half as much on
+sends and lost a little on the cycle.
+
+What it costs: while a light group runs, the loop does nothing else (a few milliseconds at
+most: INLINE_WEIGHT bounds a group's work), and a lock that another process holds on the file
+must not make the loop wait for it: light groups start with busy_timeout 0 and, when the file
+is locked, go to the thread, which waits there as long as BUSY_TIMEOUT_MS allows.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import queue
 import sqlite3
 import sys
-import threading
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -20,25 +46,32 @@ T = TypeVar("T")
 MAX_GROUP_OPS = 512
 MAX_GROUP_WEIGHT = 20_000
 
+INLINE_WEIGHT = 5_000
+"""The heaviest operation that runs on the event loop, and the most weight a group on the loop
+gathers (a group of this weight costs the loop about 10-20 ms). Heavier operations run alone on
+the writer's thread."""
+
+BUSY_TIMEOUT_MS = 5_000
+"""How long an operation on the writer's thread waits for a lock that another process (a
+backup, the CLI) holds on the file, before it fails with UNAVAILABLE."""
+
 SWITCH_INTERVAL = 0.0005
 """The interpreter's GIL switch interval (seconds) while a writer runs, at most: sqlite3 lets go
 of the GIL around every step of a statement (each row of an executemany, each row a RETURNING
 gives back) and must take it back before the next. While the event loop runs Python, each such
-take waits for the event loop's switch interval (CPython's default: 5 ms), so the writer's
-SQLite time can hardly overlap the event loop's work. Measured (issue 20, quiet machine, two
-runs each): `leaseq bench send --batch 100 --producers 2` 32,300/37,700 -> 47,300/52,300
-msgs/s with server CPU per message 19.1/17.7 -> 17.9/16.5 µs; the cycle at batch 1000 with 2
-consumers 51,600/37,900 -> 52,000/41,400."""
-
-# --- the writer thread: one connection, group commit ----------------------------------------
+take waits for the event loop's switch interval (CPython's default: 5 ms), so work on the
+writer's thread (heavy operations here, and the read connection's scans) could hardly overlap
+the event loop's. Measured when every operation ran on the thread (issue 20, quiet machine, two
+runs each): `leaseq bench send --batch 100 --producers 2` 32,300/37,700 -> 47,300/52,300 msgs/s
+with server CPU per message 19.1/17.7 -> 17.9/16.5 µs; the cycle at batch 1000 with 2 consumers
+51,600/37,900 -> 52,000/41,400."""
 
 
 @dataclass(eq=False)
 class _Op:
-    fn: Callable[[sqlite3.Connection], Any] | None  # None: the stop marker
+    fn: Callable[[sqlite3.Connection], Any]
     future: asyncio.Future[Any]
-    loop: asyncio.AbstractEventLoop
-    weight: int = 1
+    weight: int
 
 
 _Outcome = tuple[_Op, Any, BaseException | None]
@@ -48,157 +81,198 @@ class _TransactionLost(Exception):
     """SQLite rolled the whole transaction back by itself (I/O error, disk full...)."""
 
 
+class _Locked(Exception):
+    """BEGIN found the file locked by another connection, and this group may not wait."""
+
+
 def _unavailable(error: BaseException) -> Unavailable:
     failure = Unavailable(f"SQLite store failed: {error}")
     failure.__cause__ = error
     return failure
 
 
-def _settle(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
-    """Runs on the event loop: hand each caller its result. A caller that gave up (cancelled)
-    has a done future and is skipped."""
-    for future, result, error in items:
-        if future.done():
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF == 5  # SQLITE_BUSY and its extended codes
+    return "locked" in str(error)
 
 
 class _Writer:
-    """The one thread that owns the SQLite connection and commits queued operations in groups.
+    """Owns the SQLite connection and commits queued operations in groups.
 
     Operations run in submission order. Their futures resolve only after the COMMIT of their
-    group, i.e. once the work is durable.
+    group, i.e. once the work is durable. Used from one event loop: the one that started it.
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
-        self._inbox: queue.SimpleQueue[_Op] = queue.SimpleQueue()
-        # Guards `_accepting` together with the put, so that nothing can be queued after the
-        # thread's final drain (such an operation would wait forever).
-        self._lock = threading.Lock()
+        self._queue: deque[_Op] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leaseq-sqlite-writer")
         self._accepting = False
-        self._thread = threading.Thread(target=self._main, name="leaseq-sqlite-writer", daemon=True)
+        self._running = False  # a group is running or scheduled: the next waits for it
+        self._thread_busy = False  # that group runs on the writer's thread
+        self._idle: asyncio.Future[None] | None = None  # what stop() waits for
         self.commits = 0
         self.operations = 0
 
-    # -- event loop side ---------------------------------------------------------------------
+    # -- the caller's side ---------------------------------------------------------------------
 
     async def start(self, setup: Callable[[sqlite3.Connection], T]) -> T:
-        """Start the thread with `setup` as its first operation. Queued before the thread runs,
-        so that a failure to open the file reaches this caller as it is."""
+        """Open the connection on the writer's thread and run `setup` (the schema, migrations)
+        there. A failure to open the file reaches this caller as it is."""
         if sys.getswitchinterval() > SWITCH_INTERVAL:  # never raises a shorter one
             sys.setswitchinterval(SWITCH_INTERVAL)
+        loop = self._loop = asyncio.get_running_loop()
+        self._conn = await loop.run_in_executor(self._thread, self._connect)
         self._accepting = True
-        setup_done = self._enqueue(setup, 1)
-        self._thread.start()
-        return await setup_done
+        return await self.submit(setup, MAX_GROUP_WEIGHT)
 
-    async def submit(self, fn: Callable[[sqlite3.Connection], T], weight: int = 1) -> T:
-        return await self._enqueue(fn, weight)
-
-    def _enqueue(self, fn: Callable[[sqlite3.Connection], T], weight: int) -> asyncio.Future[T]:
-        loop = asyncio.get_running_loop()
+    def submit(self, fn: Callable[[sqlite3.Connection], T], weight: int = 1) -> asyncio.Future[T]:
+        """Queue fn(connection) as one operation; the future resolves after its group's COMMIT.
+        `weight` is the messages or entries it touches (see INLINE_WEIGHT)."""
+        loop = self._loop
+        if not self._accepting or loop is None:
+            raise Unavailable("the SQLite store is closed")
         future: asyncio.Future[T] = loop.create_future()
-        with self._lock:
-            if not self._accepting:
-                raise Unavailable("the SQLite store is closed")
-            self._inbox.put(_Op(fn, future, loop, max(1, weight)))
+        self._queue.append(_Op(fn, future, max(1, weight)))
+        if not self._running:
+            self._running = True
+            # Not now: operations submitted in this turn of the loop join the same group.
+            loop.call_soon(self._run_next)
         return future
 
+    def waiting(self) -> int:
+        """Operations queued behind the group that runs now."""
+        return len(self._queue)
+
+    def on_thread(self) -> bool:
+        """Whether the group that runs now runs on the writer's thread."""
+        return self._thread_busy
+
     async def stop(self) -> None:
-        """Finish every operation queued so far, close the connection, end the thread."""
+        """Finish every operation queued so far, then close the connection and the thread."""
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        with self._lock:
-            if not self._accepting:
-                return
-            self._accepting = False
-            self._inbox.put(_Op(None, done, loop))
-        await done
-        # The thread resolved `done` as its very last action: this join does not wait.
-        self._thread.join()
+        self._accepting = False
+        if self._running:
+            if self._idle is None:
+                self._idle = loop.create_future()
+            await asyncio.shield(self._idle)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await loop.run_in_executor(self._thread, conn.close)
+        self._thread.shutdown(wait=False)
 
-    # -- writer thread side ------------------------------------------------------------------
+    # -- running groups (on the event loop) ----------------------------------------------------
 
-    def _main(self) -> None:
-        stop: _Op | None = None
-        error: BaseException = Unavailable("the SQLite store is closed")
+    def _run_next(self) -> None:
+        group = self._take_group()
+        if not group:
+            self._running = False
+            if self._idle is not None and not self._idle.done():
+                self._idle.set_result(None)
+            return
+        if group[0].weight > INLINE_WEIGHT:
+            self._run_on_thread(group)
+            return
         try:
-            conn = self._connect()
-        except Exception as exc:  # e.g. unwritable path: every waiting caller learns why
-            error = exc
-        else:
-            try:
-                stop = self._serve(conn)
-            except BaseException as exc:  # a bug here: fail the callers rather than hang them
-                error = _unavailable(exc)
-            finally:
-                conn.close()
-        self._shut_down(error)
-        if stop is not None:
-            self._resolve([(stop, None, None)])
+            outcomes = self._run_group(group, wait_for_locks=False)
+        except _Locked:  # another process holds the file: wait on the thread, not here
+            self._run_on_thread(group)
+            return
+        self._finish(outcomes)
 
-    def _shut_down(self, error: BaseException) -> None:
-        with self._lock:
-            self._accepting = False
-            leftovers: list[_Outcome] = []
-            while True:
-                try:
-                    op = self._inbox.get_nowait()
-                except queue.Empty:
-                    break
-                leftovers.append((op, None, None if op.fn is None else error))
-        self._resolve(leftovers)
-
-    def _serve(self, conn: sqlite3.Connection) -> _Op:
-        while True:
-            group, stop = self._collect()
-            if group:
-                self._resolve(self._run_group(conn, group))
-            if stop is not None:
-                return stop
-
-    def _collect(self) -> tuple[list[_Op], _Op | None]:
-        """Block for one operation, then take whatever else is already waiting."""
-        first = self._inbox.get()
-        if first.fn is None:
-            return [], first
-        group, weight = [first], first.weight
-        while len(group) < MAX_GROUP_OPS and weight < MAX_GROUP_WEIGHT:
-            try:
-                op = self._inbox.get_nowait()
-            except queue.Empty:
-                break
-            if op.fn is None:
-                return group, op
-            group.append(op)
-            weight += op.weight
-        return group, None
-
-    def _run_group(self, conn: sqlite3.Connection, group: list[_Op]) -> list[_Outcome]:
-        # A caller cancelled before its turn does not want the side effects (e.g. leases that
-        # nobody would receive). Reading the flag from this thread is a plain attribute read.
-        ops = [op for op in group if not op.future.cancelled()]
-        if not ops:
+    def _take_group(self) -> list[_Op]:
+        """The next group: one heavy operation alone, or light ones in order up to the bounds.
+        A caller cancelled before its turn does not want the side effects (e.g. leases that
+        nobody would receive): its operation is dropped."""
+        queue = self._queue
+        while queue and queue[0].future.cancelled():
+            queue.popleft()
+        if not queue:
             return []
+        first = queue.popleft()
+        if first.weight > INLINE_WEIGHT:
+            return [first]
+        group, weight = [first], first.weight
+        while queue and len(group) < MAX_GROUP_OPS:
+            op = queue[0]
+            if op.future.cancelled():
+                queue.popleft()
+                continue
+            if op.weight > INLINE_WEIGHT or weight + op.weight > INLINE_WEIGHT:
+                break
+            group.append(queue.popleft())
+            weight += op.weight
+        return group
+
+    def _run_on_thread(self, group: list[_Op]) -> None:
+        assert self._loop is not None
+        self._thread_busy = True
+        done = self._loop.run_in_executor(self._thread, self._run_group, group, True)
+        done.add_done_callback(lambda _: self._finish_from_thread(done, group))
+
+    def _finish_from_thread(self, done: asyncio.Future[list[_Outcome]], group: list[_Op]) -> None:
+        self._thread_busy = False
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            outcomes = [self._run_first(conn, ops[0])]
-            outcomes += [self._run_one(conn, op) for op in ops[1:]]
+            outcomes = done.result()
+        except BaseException as exc:  # a bug here: fail the callers rather than hang them
+            outcomes = [(op, None, _unavailable(exc)) for op in group]
+        self._finish(outcomes)
+
+    def _finish(self, outcomes: list[_Outcome]) -> None:
+        """Hand each caller its result, then start the next group in a later turn, after the
+        tasks woken here have run (what they submit joins that group)."""
+        for op, result, error in outcomes:
+            if op.future.done():  # a caller that gave up meanwhile
+                continue
+            if error is not None:
+                op.future.set_exception(error)
+            else:
+                op.future.set_result(result)
+        assert self._loop is not None
+        self._loop.call_soon(self._run_next)
+
+    # -- one group, one transaction (on the loop or on the writer's thread) --------------------
+
+    def _run_group(self, group: list[_Op], wait_for_locks: bool) -> list[_Outcome]:
+        conn = self._conn
+        assert conn is not None
+        try:
+            self._begin(conn, wait_for_locks)
+            outcomes = [self._run_first(conn, group[0])]
+            outcomes += [self._run_one(conn, op) for op in group[1:]]
             conn.execute("COMMIT")
-        except (sqlite3.Error, _TransactionLost) as exc:
+        except _Locked:
+            raise
+        except Exception as exc:  # sqlite3.Error, _TransactionLost, or a bug in this class
             # Nothing of this group reached the disk, including the operations that had
             # succeeded: every caller hears so (one exception object each: they get raised in
             # different tasks, and raising mutates the traceback).
             self._abandon(conn)
             cause = exc.__cause__ if isinstance(exc, _TransactionLost) and exc.__cause__ else exc
-            return [(op, None, _unavailable(cause)) for op in ops]
+            return [(op, None, _unavailable(cause)) for op in group]
         self.commits += 1
         self.operations += sum(1 for _, _, error in outcomes if error is None)
         return outcomes
+
+    @staticmethod
+    def _begin(conn: sqlite3.Connection, wait_for_locks: bool) -> None:
+        if not wait_for_locks:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if _is_busy(exc):
+                    raise _Locked() from exc
+                raise
+            return
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.execute("PRAGMA busy_timeout = 0")
 
     @staticmethod
     def _run_first(conn: sqlite3.Connection, op: _Op) -> _Outcome:
@@ -208,20 +282,18 @@ class _Writer:
         changes to the savepoint's journal (a temporary file past 64 KiB): two of them per
         send + receive + ack cycle at batch 1,000, about 200 page writes (issue 20). Groups of
         one operation, the usual case under light load, so need none."""
-        assert op.fn is not None
         try:
             result = op.fn(conn)
         except Exception as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE")  # the write lock was ours a moment ago
             error = _unavailable(exc) if isinstance(exc, sqlite3.OperationalError) else exc
             return (op, None, error)
         return (op, result, None)
 
     @staticmethod
     def _run_one(conn: sqlite3.Connection, op: _Op) -> _Outcome:
-        assert op.fn is not None
         conn.execute("SAVEPOINT op")
         try:
             result = op.fn(conn)
@@ -255,17 +327,3 @@ class _Writer:
             conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass  # the next BEGIN reports whatever is wrong with the file
-
-    @staticmethod
-    def _resolve(outcomes: Iterable[_Outcome]) -> None:
-        """One call_soon_threadsafe per event loop and group, not one per operation."""
-        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-        for op, result, error in outcomes:
-            by_loop.setdefault(op.loop, []).append((op.future, result, error))
-        for loop, items in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_settle, items)
-            except RuntimeError:  # that loop is closed: nobody is waiting any more
-                pass
-
-
