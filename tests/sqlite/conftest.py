@@ -73,7 +73,7 @@ async def held_writer(store: SqliteStore) -> AsyncIterator[None]:
         release.wait(timeout=30)
 
     # Heavy, so that it parks the writer's thread and not the event loop.
-    parked = asyncio.ensure_future(run_on_writer(store, park, writer.INLINE_WEIGHT + 1))
+    parked = asyncio.ensure_future(run_on_writer(store, park, writer.HEAVY))
     # Waiting for a thread event is blocking, so it happens on a helper thread.
     assert await asyncio.to_thread(entered.wait, 30)
     try:

@@ -57,6 +57,15 @@ async def test_light_operations_run_on_the_loop_and_heavy_ones_on_the_writer_thr
     assert await run_on_writer(store, _thread_of, writer.INLINE_WEIGHT + 1) != loop_thread
 
 
+async def test_a_send_of_a_few_big_messages_runs_off_the_loop(store: SqliteStore) -> None:
+    """A send weighs its bytes too (store.BYTES_PER_WEIGHT): eight 4 MiB bodies are as heavy as
+    thousands of small ones."""
+    await store.create_queue("q", QueueConfig(max_message_bytes=4 << 20))
+    send = asyncio.ensure_future(store.send_bodies("q", [b"x" * (4 << 20)] * 8))
+    assert await _turns_while_pending(send) > 10
+    assert len(send.result()) == 8
+
+
 async def test_a_purge_runs_off_the_loop(store: SqliteStore) -> None:
     await store.create_queue("q", QueueConfig())
     await store.send("q", [NewMessage(b"x") for _ in range(BATCH)])

@@ -31,7 +31,7 @@ from .open_errors import cannot_open, check_path, explain
 from .schema import _initialize
 from .reader import _Reader
 from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery, peek_scan, stats_scan
-from .writer import MAX_GROUP_WEIGHT, _Writer
+from .writer import HEAVY, _Writer
 
 T = TypeVar("T")
 
@@ -44,6 +44,15 @@ T = TypeVar("T")
 sqlite3.register_adapter(bytes, bytes)
 
 # --- the store ------------------------------------------------------------------------------
+
+
+BYTES_PER_WEIGHT = 4096
+"""A send weighs one per message and one per this many bytes of bodies: a send of a few big
+messages is as much work as one of many small ones (writer.INLINE_WEIGHT: where it runs)."""
+
+
+def _send_weight(count: int, body_bytes: int) -> int:
+    return count + body_bytes // BYTES_PER_WEIGHT
 
 
 class SqliteStore:
@@ -195,8 +204,8 @@ class SqliteStore:
         self._queues.pop(name, None)
         self._uids.pop(name, None)
         try:
-            # The weight of the heaviest group: its messages may be many (off the event loop).
-            await self._call(lambda tx: tx.delete_queue(name), weight=MAX_GROUP_WEIGHT)
+            # Its messages may be many: off the event loop.
+            await self._call(lambda tx: tx.delete_queue(name), weight=HEAVY)
         finally:
             self._queues.pop(name, None)  # a get_queue may have cached it again meanwhile
 
@@ -207,7 +216,7 @@ class SqliteStore:
         await self._call(lambda tx: tx.set_queue_metadata(name, metadata))
 
     async def purge_queue(self, name: str) -> int:
-        return await self._call(lambda tx: tx.purge_queue(name), weight=MAX_GROUP_WEIGHT)
+        return await self._call(lambda tx: tx.purge_queue(name), weight=HEAVY)
 
     async def stats(self, name: str) -> QueueStats:
         counters = await self._call(lambda tx: tx.stats_counters(name))
@@ -223,19 +232,22 @@ class SqliteStore:
     # -- messages ----------------------------------------------------------------------------
 
     async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
-        return await self._call(lambda tx: tx.send(name, messages), weight=len(messages))
+        weight = _send_weight(len(messages), sum(len(m.body) for m in messages))
+        return await self._call(lambda tx: tx.send(name, messages), weight)
 
     async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
         """send() of messages that are only a body, answered with their message ids: the
         optional fast path of QueueCore.send_bodies (no NewMessage or SendOutcome per message)."""
-        return await self._call(lambda tx: tx.send_bodies(name, bodies), weight=len(bodies))
+        weight = _send_weight(len(bodies), sum(map(len, bodies)))
+        return await self._call(lambda tx: tx.send_bodies(name, bodies), weight)
 
     async def send_keyed(
         self, name: str, bodies: list[bytes], dedup_ids: list[str]
     ) -> tuple[list[str], list[int]]:
         """send() of messages that are only a body and a dedup id ("" for none): their message
         ids and the indexes of the duplicates (the optional fast path of QueueCore.send_keyed)."""
-        return await self._call(lambda tx: tx.send_keyed(name, bodies, dedup_ids), weight=len(bodies))
+        weight = _send_weight(len(bodies), sum(map(len, bodies)))
+        return await self._call(lambda tx: tx.send_keyed(name, bodies, dedup_ids), weight)
 
     async def receive(
         self,
@@ -323,9 +335,10 @@ class SqliteStore:
         max_messages: int = 0,
         channel_filter: str = "",
     ) -> int:
+        # Off the event loop whatever max_messages says: an operator's call that moves messages
+        # of any size.
         return await self._call(
-            lambda tx: tx.redrive(name, destination, max_messages, channel_filter),
-            weight=max_messages or MAX_GROUP_WEIGHT,
+            lambda tx: tx.redrive(name, destination, max_messages, channel_filter), weight=HEAVY
         )
 
 

@@ -41,15 +41,18 @@ from ...errors import Unavailable
 
 T = TypeVar("T")
 
-# A group stops growing at this many operations or this much weight (messages or entries), so
-# one commit never holds back the callers at the front of the line for too long.
+# A group stops growing at this many operations, so one commit never holds back the callers at
+# the front of the line for too long (and at INLINE_WEIGHT).
 MAX_GROUP_OPS = 512
-MAX_GROUP_WEIGHT = 20_000
 
 INLINE_WEIGHT = 5_000
-"""The heaviest operation that runs on the event loop, and the most weight a group on the loop
-gathers (a group of this weight costs the loop about 10-20 ms). Heavier operations run alone on
-the writer's thread."""
+"""The heaviest operation (in messages or entries it touches) that runs on the event loop, and
+the most weight a group on the loop gathers: a group of this weight holds the loop for about
+10-20 ms. Heavier operations run alone on the writer's thread."""
+
+HEAVY = INLINE_WEIGHT + 1
+"""The weight of operations that run on the writer's thread whatever their size says: opening
+and migrating the file, purges, queue deletes, redrives."""
 
 BUSY_TIMEOUT_MS = 5_000
 """How long an operation on the writer's thread waits for a lock that another process (a
@@ -128,7 +131,7 @@ class _Writer:
         loop = self._loop = asyncio.get_running_loop()
         self._conn = await loop.run_in_executor(self._thread, self._connect)
         self._accepting = True
-        return await self.submit(setup, MAX_GROUP_WEIGHT)
+        return await self.submit(setup, HEAVY)
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], weight: int = 1) -> asyncio.Future[T]:
         """Queue fn(connection) as one operation; the future resolves after its group's COMMIT.
