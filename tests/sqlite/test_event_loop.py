@@ -9,6 +9,9 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
+
+from leaseq.server.errors import Unavailable
 from leaseq.server.store.base import NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SqliteStore, writer
 
@@ -92,6 +95,25 @@ async def test_a_file_locked_by_another_process_is_waited_for_off_the_loop(
     # And the next light operation runs on the loop again.
     assert await run_on_writer(store, _thread_of) == threading.get_ident()
     assert [m.body for m in (await store.peek("q", 10)).messages] == [b"waited"]
+
+
+async def test_a_lock_held_past_the_wait_fails_the_operation_and_changes_nothing(
+    store: SqliteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "BUSY_TIMEOUT_MS", 50)
+    await store.create_queue("q", QueueConfig())
+    other = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(Unavailable, match="locked"):
+            await store.send("q", [NewMessage(b"refused")])
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    # Nothing of it was written, and the writer works on as before (on the loop again).
+    assert (await store.peek("q", 10)).messages == []
+    assert len(await store.send("q", [NewMessage(b"after")])) == 1
+    assert await run_on_writer(store, _thread_of) == threading.get_ident()
 
 
 def _on_thread(store: SqliteStore) -> bool:
