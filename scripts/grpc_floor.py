@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import time
 import grpc
 
 from leaseq.bench.baseline import run_baseline
+from leaseq.bench.launcher import free_port
 from leaseq.server.app import SERVER_OPTIONS
 
 
@@ -55,12 +55,6 @@ async def _serve(address: str) -> None:
     await server.wait_for_termination()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _bench(args: argparse.Namespace, *extra: str) -> dict:
     command = [
         sys.executable, "-m", "leaseq.cli", "bench", "send", "--batch", str(args.batch),
@@ -79,7 +73,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     args = parser.parse_args()
 
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve", address], stdout=subprocess.PIPE, text=True
     )
