@@ -1,8 +1,8 @@
 """Fixtures for the SQLite backend's own tests: real files in tmp_path, a fake clock.
 
-`held_writer` parks the writer's thread on a heavy operation of its own, so that everything submitted
-meanwhile waits in its queue and is committed as one group once the block exits: group commit
-becomes deterministic without sleeping.
+`held_writer` parks the writer's thread on a heavy operation of its own, so that everything
+submitted meanwhile waits in its queue and is committed as one group once the block exits: group
+commit becomes deterministic without sleeping.
 """
 
 from __future__ import annotations

@@ -51,15 +51,15 @@ BYTES_PER_WEIGHT = 4096
 messages is as much work as one of many small ones (writer.INLINE_WEIGHT: where it runs)."""
 
 
-def _send_weight(count: int, body_bytes: int) -> int:
-    return count + body_bytes // BYTES_PER_WEIGHT
+def _send_weight(bodies: Sequence[bytes]) -> int:
+    return len(bodies) + sum(map(len, bodies)) // BYTES_PER_WEIGHT
 
 
 class SqliteStore:
     """The Store protocol over one SQLite file (WAL, synchronous=FULL, one writer).
 
     `commit_count` and `operation_count` say how many transactions and operations the writer
-    thread has committed since open: group commit makes the first smaller than the second.
+    has committed since open: group commit makes the first smaller than the second.
     """
 
     def __init__(self, path: Path, clock: Clock | None = None) -> None:
@@ -232,13 +232,13 @@ class SqliteStore:
     # -- messages ----------------------------------------------------------------------------
 
     async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
-        weight = _send_weight(len(messages), sum(len(m.body) for m in messages))
+        weight = _send_weight([m.body for m in messages])
         return await self._call(lambda tx: tx.send(name, messages), weight)
 
     async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
         """send() of messages that are only a body, answered with their message ids: the
         optional fast path of QueueCore.send_bodies (no NewMessage or SendOutcome per message)."""
-        weight = _send_weight(len(bodies), sum(map(len, bodies)))
+        weight = _send_weight(bodies)
         return await self._call(lambda tx: tx.send_bodies(name, bodies), weight)
 
     async def send_keyed(
@@ -246,7 +246,7 @@ class SqliteStore:
     ) -> tuple[list[str], list[int]]:
         """send() of messages that are only a body and a dedup id ("" for none): their message
         ids and the indexes of the duplicates (the optional fast path of QueueCore.send_keyed)."""
-        weight = _send_weight(len(bodies), sum(map(len, bodies)))
+        weight = _send_weight(bodies)
         return await self._call(lambda tx: tx.send_keyed(name, bodies, dedup_ids), weight)
 
     async def receive(

@@ -20,8 +20,8 @@ with 2 producers 75,390/69,700 -> 96,580/79,980; the cycle at batch 1000 49,375/
 58,000/59,250. Statements on the loop with only the COMMIT on the thread gained half as much on
 sends and lost a little on the cycle.
 
-What it costs: while a light group runs, the loop does nothing else (a few milliseconds at
-most: INLINE_WEIGHT bounds a group's work), and a lock that another process holds on the file
+What it costs: while a light group runs, the loop does nothing else (10-20 ms at most:
+INLINE_WEIGHT bounds a group's work), and a lock that another process holds on the file
 must not make the loop wait for it: light groups start with busy_timeout 0 and, when the file
 is locked, go to the thread, which waits there as long as BUSY_TIMEOUT_MS allows.
 """
@@ -41,8 +41,8 @@ from ...errors import Unavailable
 
 T = TypeVar("T")
 
-# A group stops growing at this many operations, so one commit never holds back the callers at
-# the front of the line for too long (and at INLINE_WEIGHT).
+# A group stops growing at this many operations (or at INLINE_WEIGHT), so one commit never holds
+# back the callers at the front of the line for too long.
 MAX_GROUP_OPS = 512
 
 INLINE_WEIGHT = 5_000
@@ -192,20 +192,18 @@ class _Writer:
         A caller cancelled before its turn does not want the side effects (e.g. leases that
         nobody would receive): its operation is dropped."""
         queue = self._queue
-        while queue and queue[0].future.cancelled():
-            queue.popleft()
-        if not queue:
-            return []
-        first = queue.popleft()
-        if first.weight > INLINE_WEIGHT:
-            return [first]
-        group, weight = [first], first.weight
+        group: list[_Op] = []
+        weight = 0
         while queue and len(group) < MAX_GROUP_OPS:
             op = queue[0]
             if op.future.cancelled():
                 queue.popleft()
                 continue
-            if op.weight > INLINE_WEIGHT or weight + op.weight > INLINE_WEIGHT:
+            if op.weight > INLINE_WEIGHT:  # heavy: a group of its own
+                if not group:
+                    group.append(queue.popleft())
+                break
+            if weight + op.weight > INLINE_WEIGHT:
                 break
             group.append(queue.popleft())
             weight += op.weight
