@@ -89,6 +89,7 @@ limited.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -360,6 +361,14 @@ def fence(
         # Never issued by this store's current state (e.g. a store restored from a backup).
         return LeaseStatus.INVALID_RECEIPT
     return None
+
+
+def new_message_ids(count: int) -> list[str]:
+    """`count` fresh message ids, 32 hex digits (128 random bits) each, from one draw of the
+    OS's randomness: a draw per id was a system call each, 4% of a PostgreSQL server's samples
+    in sends at batch 100."""
+    digits = os.urandom(16 * count).hex()
+    return [digits[start : start + 32] for start in range(0, 32 * count, 32)]
 
 
 def message_size(body: bytes, attributes: dict[str, str]) -> int:

@@ -50,6 +50,7 @@ from ..base import (
     VisibilityChange,
     bytes_reached,
     message_size,
+    new_message_ids,
 )
 from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 from .settings import (
@@ -669,7 +670,7 @@ class PostgresStore(ChangeFeed):
     async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
         if not any(m.dedup_id for m in messages):
             # Nothing to deduplicate: one statement.
-            ids = [os.urandom(16).hex() for _ in messages]
+            ids = new_message_ids(len(messages))
             await self._insert(
                 name,
                 ids,
@@ -731,7 +732,7 @@ class PostgresStore(ChangeFeed):
     async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
         """Send messages that are only a body (QueueCore.send_bodies' fast path): their ids."""
         n = len(bodies)
-        ids = [os.urandom(16).hex() for _ in range(n)]
+        ids = new_message_ids(n)
         await self._insert(name, ids, bodies, [None] * n, [""] * n, [None] * n, [None] * n)
         return ids
 

@@ -48,6 +48,7 @@ from ..base import (
     fence,
     message_size,
     message_state,
+    new_message_ids,
 )
 from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
@@ -560,8 +561,7 @@ class _Tx:
         outcomes: list[SendOutcome] = []
         rows: list[tuple[Any, ...]] = []
         records: list[tuple[Any, ...]] = []
-        # One random draw for the whole batch: 32 hex digits (128 bits) per message id.
-        ids = os.urandom(16 * len(messages)).hex()
+        ids = new_message_ids(len(messages))
         classes = self._lifetime_classes(
             found.id, [config.message_retention if m.ttl is None else m.ttl for m in messages]
         )
@@ -569,7 +569,7 @@ class _Tx:
             if m.dedup_id and m.dedup_id in known:
                 outcomes.append(SendOutcome(known[m.dedup_id], duplicate=True))
                 continue
-            message_id = ids[32 * index : 32 * index + 32]
+            message_id = ids[index]
             delay = config.default_delay if m.delay is None else m.delay
             ttl = config.message_retention if m.ttl is None else m.ttl
             rows.append(
@@ -639,8 +639,7 @@ class _Tx:
         go in first, INSERT OR IGNORE; when every one went in, the queue kept no record of any
         of these ids, live or not, and the messages follow: no lookup (it cost a fifth of the
         keyed send). Else that is undone and the answer is None: look them up."""
-        ids = os.urandom(16 * len(bodies)).hex()
-        message_ids = [ids[start : start + 32] for start in range(0, len(ids), 32)]
+        message_ids = new_message_ids(len(bodies))
         recorded = message_ids if named is dedup_ids else list(compress(message_ids, dedup_ids))
         self.conn.execute("SAVEPOINT unseen")
         before = self.conn.total_changes
@@ -715,8 +714,7 @@ class _Tx:
         Python: their message ids (drawn here unless given)."""
         config, now = found.config, self.now
         if message_ids is None:
-            ids = os.urandom(16 * len(bodies)).hex()
-            message_ids = [ids[start : start + 32] for start in range(0, len(ids), 32)]
+            message_ids = new_message_ids(len(bodies))
         retention = config.message_retention
         lifetime = self._lifetime_classes(found.id, [retention])[retention] if bodies else 0.0
         shared = [found.id, now, now + retention, now + config.default_delay, lifetime]
