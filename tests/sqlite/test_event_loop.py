@@ -15,7 +15,9 @@ from leaseq.server.errors import Unavailable
 from leaseq.server.store.base import NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SqliteStore, writer
 
-from .conftest import run_on_writer, until
+from leaseq.server.clock import FakeClock
+
+from .conftest import held_writer, run_on_writer, until, waiting_operations
 
 BATCH = 10_000
 
@@ -75,6 +77,45 @@ async def test_a_purge_runs_off_the_loop(store: SqliteStore) -> None:
     purge = asyncio.ensure_future(store.purge_queue("q"))
     assert await _turns_while_pending(purge) > 10
     assert purge.result() == BATCH
+
+
+async def _expired_backlog(store: SqliteStore, clock: FakeClock, name: str) -> int:
+    """A queue whose backlog, more than a light group may sweep on the loop, expired at once."""
+    await store.create_queue(name, QueueConfig(message_retention=60.0))
+    for _ in range(2):
+        await store.send_bodies(name, [b"x"] * writer.INLINE_WEIGHT)
+    clock.advance(61.0)
+    return 2 * writer.INLINE_WEIGHT
+
+
+async def test_a_big_expiry_sweep_runs_off_the_loop(store: SqliteStore, clock: FakeClock) -> None:
+    expired = await _expired_backlog(store, clock, "q")
+    # A light operation, but the sweep before it has more to remove than the loop may do.
+    send = asyncio.ensure_future(store.send_bodies("q", [b"after"]))
+    assert await _turns_while_pending(send) > 10
+    assert len(send.result()) == 1
+    stats = await store.stats("q")
+    assert (stats.visible, stats.expired_total) == (1, expired)
+    assert [m.body for m in (await store.peek("q", 10)).messages] == [b"after"]
+    # And the next light operation runs on the loop again.
+    assert await run_on_writer(store, _thread_of) == threading.get_ident()
+
+
+async def test_a_group_moved_off_the_loop_runs_each_operation_once(
+    store: SqliteStore, clock: FakeClock
+) -> None:
+    """The group's operations before the big sweep had run on the loop; all of that is undone
+    and the whole group runs again on the thread, so each takes effect once."""
+    await store.create_queue("other", QueueConfig())
+    await _expired_backlog(store, clock, "q")
+    async with held_writer(store):
+        first = asyncio.ensure_future(store.send_bodies("other", [b"once"]))
+        second = asyncio.ensure_future(store.send_bodies("q", [b"after"]))
+        await until(lambda: waiting_operations(store) == 2)
+    assert (len(await first), len(await second)) == (1, 1)
+    assert [m.body for m in (await store.peek("other", 10)).messages] == [b"once"]
+    assert [m.body for m in (await store.peek("q", 10)).messages] == [b"after"]
+    assert (await store.stats("other")).visible == 1
 
 
 async def test_a_file_locked_by_another_process_is_waited_for_off_the_loop(

@@ -23,7 +23,10 @@ sends and lost a little on the cycle.
 What it costs: while a light group runs, the loop does nothing else (10-20 ms at most:
 INLINE_WEIGHT bounds a group's work), and a lock that another process holds on the file
 must not make the loop wait for it: light groups start with busy_timeout 0 and, when the file
-is locked, go to the thread, which waits there as long as BUSY_TIMEOUT_MS allows.
+is locked, go to the thread, which waits there as long as BUSY_TIMEOUT_MS allows. Work that a
+light operation finds only once it runs is bounded the same way: the expiry sweep before it
+removes at most INLINE_WEIGHT messages on the loop, and when there are more (a big backlog that
+expired at once) it raises OffTheLoop, the group is undone and runs again on the thread.
 """
 
 from __future__ import annotations
@@ -88,6 +91,12 @@ class _Locked(Exception):
     """BEGIN found the file locked by another connection, and this group may not wait."""
 
 
+class OffTheLoop(Exception):
+    """Raised by an operation running on the event loop that found more work than a light group
+    may do there (the expiry sweep of a big backlog that expired at once: 200,000 messages held
+    the loop for half a second): its group is undone and runs again on the writer's thread."""
+
+
 def _unavailable(error: BaseException) -> Unavailable:
     failure = Unavailable(f"SQLite store failed: {error}")
     failure.__cause__ = error
@@ -117,6 +126,7 @@ class _Writer:
         self._accepting = False
         self._running = False  # a group is running or scheduled: the next waits for it
         self._thread_busy = False  # that group runs on the writer's thread
+        self.inline = False  # a group runs on the event loop now (OffTheLoop applies)
         self._idle: asyncio.Future[None] | None = None  # what stop() waits for
         self.commits = 0
         self.operations = 0
@@ -180,11 +190,14 @@ class _Writer:
         if group[0].weight > INLINE_WEIGHT:
             self._run_on_thread(group)
             return
+        self.inline = True
         try:
             outcomes = self._run_group(group, wait_for_locks=False)
-        except _Locked:  # another process holds the file: wait on the thread, not here
+        except (_Locked, OffTheLoop):  # a lock to wait for, or too much work: on the thread
             self._run_on_thread(group)
             return
+        finally:
+            self.inline = False
         self._finish(outcomes)
 
     def _take_group(self) -> list[_Op]:
@@ -248,6 +261,9 @@ class _Writer:
             conn.execute("COMMIT")
         except _Locked:
             raise
+        except OffTheLoop:
+            self._abandon(conn)  # every operation of the group runs again on the thread
+            raise
         except Exception as exc:  # sqlite3.Error, _TransactionLost, or a bug in this class
             # Nothing of this group reached the disk, including the operations that had
             # succeeded: every caller hears so (one exception object each: they get raised in
@@ -285,6 +301,8 @@ class _Writer:
         one operation, the usual case under light load, so need none."""
         try:
             result = op.fn(conn)
+        except OffTheLoop:
+            raise
         except Exception as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -298,6 +316,8 @@ class _Writer:
         conn.execute("SAVEPOINT op")
         try:
             result = op.fn(conn)
+        except OffTheLoop:
+            raise
         except Exception as exc:
             _Writer._roll_back_one(conn, exc)
             # OperationalError is the file's trouble (full, I/O, locked), not the caller's:
