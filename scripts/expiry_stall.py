@@ -5,8 +5,8 @@
 Fills a queue with 100-byte messages of a 60 s retention, moves the store's (fake) clock past
 it, then sends one message (whose expiry sweep removes the backlog) while a task on the same
 event loop records how long the loop went without turning. Prints that longest stall and the
-send's time. The writer sweeps at most writer.INLINE_WEIGHT messages on the loop and the rest on
-its thread (writer.OffTheLoop), so the stall stays near a light group's 10-20 ms.
+send's time. A group may hold the loop for writer.MAX_LOOP_SECONDS (50 ms); past that SQLite
+interrupts it and it runs again on the writer's thread, so the stall stays near that.
 """
 
 from __future__ import annotations

@@ -79,8 +79,13 @@ async def test_a_purge_runs_off_the_loop(store: SqliteStore) -> None:
     assert purge.result() == BATCH
 
 
+def _moved_off_the_loop(store: SqliteStore) -> int:
+    assert store._writer is not None
+    return store._writer.moved_off_the_loop
+
+
 async def _expired_backlog(store: SqliteStore, clock: FakeClock, name: str) -> int:
-    """A queue whose backlog, more than a light group may sweep on the loop, expired at once."""
+    """A queue whose whole backlog expired at once."""
     await store.create_queue(name, QueueConfig(message_retention=60.0))
     for _ in range(2):
         await store.send_bodies(name, [b"x"] * writer.INLINE_WEIGHT)
@@ -88,34 +93,56 @@ async def _expired_backlog(store: SqliteStore, clock: FakeClock, name: str) -> i
     return 2 * writer.INLINE_WEIGHT
 
 
-async def test_a_big_expiry_sweep_runs_off_the_loop(store: SqliteStore, clock: FakeClock) -> None:
+async def test_a_group_past_its_time_on_the_loop_runs_again_on_the_thread(
+    store: SqliteStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The expiry sweep before a light operation can find a big backlog to remove: SQLite
+    interrupts it at MAX_LOOP_SECONDS (0 here: at its first look at the clock) and the group is
+    done on the thread instead, whole."""
     expired = await _expired_backlog(store, clock, "q")
-    # A light operation, but the sweep before it has more to remove than the loop may do.
-    send = asyncio.ensure_future(store.send_bodies("q", [b"after"]))
-    assert await _turns_while_pending(send) > 10
-    assert len(send.result()) == 1
+    assert _moved_off_the_loop(store) == 0  # light groups in their time stay on the loop
+    monkeypatch.setattr(writer, "MAX_LOOP_SECONDS", 0.0)
+    assert len(await store.send_bodies("q", [b"after"])) == 1
+    assert _moved_off_the_loop(store) == 1
     stats = await store.stats("q")
     assert (stats.visible, stats.expired_total) == (1, expired)
     assert [m.body for m in (await store.peek("q", 10)).messages] == [b"after"]
-    # And the next light operation runs on the loop again.
+    # A light operation with little to do stays on the loop.
     assert await run_on_writer(store, _thread_of) == threading.get_ident()
+    assert _moved_off_the_loop(store) == 1
 
 
 async def test_a_group_moved_off_the_loop_runs_each_operation_once(
-    store: SqliteStore, clock: FakeClock
+    store: SqliteStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The group's operations before the big sweep had run on the loop; all of that is undone
-    and the whole group runs again on the thread, so each takes effect once."""
+    """The operations of the group before the interrupted one had run on the loop: all of that
+    is undone and the whole group runs again on the thread, so each takes effect once."""
     await store.create_queue("other", QueueConfig())
     await _expired_backlog(store, clock, "q")
+    monkeypatch.setattr(writer, "MAX_LOOP_SECONDS", 0.0)
     async with held_writer(store):
         first = asyncio.ensure_future(store.send_bodies("other", [b"once"]))
         second = asyncio.ensure_future(store.send_bodies("q", [b"after"]))
         await until(lambda: waiting_operations(store) == 2)
     assert (len(await first), len(await second)) == (1, 1)
+    assert _moved_off_the_loop(store) == 1
     assert [m.body for m in (await store.peek("other", 10)).messages] == [b"once"]
     assert [m.body for m in (await store.peek("q", 10)).messages] == [b"after"]
     assert (await store.stats("other")).visible == 1
+
+
+async def test_a_receive_that_scans_a_long_queue_in_vain_leaves_the_loop(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A channel prefix that none of a long queue's messages match reads the whole queue."""
+    await store.create_queue("q", QueueConfig())
+    await store.send("q", [NewMessage(b"a", channel="orders") for _ in range(writer.INLINE_WEIGHT)])
+    monkeypatch.setattr(writer, "MAX_LOOP_SECONDS", 0.0)
+    outcome = await store.receive("q", 10, visibility_timeout=30.0, channel_filter="refunds*")
+    assert outcome.messages == []
+    assert _moved_off_the_loop(store) == 1
+    outcome = await store.receive("q", 10, visibility_timeout=30.0, channel_filter="ord*")
+    assert [m.body for m in outcome.messages] == [b"a"] * 10
 
 
 async def test_a_file_locked_by_another_process_is_waited_for_off_the_loop(

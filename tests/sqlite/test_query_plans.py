@@ -38,7 +38,6 @@ STATEMENTS = {
     "next visible": (s.NEXT_VISIBLE_SQL, "messages_visible"),
     "attempt replay": (s.ATTEMPT_LEASES_SQL, "messages_attempt"),
     "expiry sweep": (s.SWEEP_SQL, "messages_expiry"),
-    "expiry sweep on the loop": (s.SWEEP_SOME_SQL, "INTEGER PRIMARY KEY"),
     "deliver": (s.DELIVER_SQL, "INTEGER PRIMARY KEY"),
     "delete by current receipts": (s.DELETE_CURRENT_SQL, "INTEGER PRIMARY KEY"),
     "tombstone of a key": (s.TOMBSTONE_RUN_SQL, "INTEGER PRIMARY KEY"),

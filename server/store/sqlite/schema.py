@@ -205,13 +205,6 @@ SWEEP_SQL = (
     " RETURNING channel"
 )
 
-# The same, at most ?3 of them (on the event loop: writer.OffTheLoop).
-SWEEP_SOME_SQL = (
-    "DELETE FROM messages WHERE key IN (SELECT key FROM messages WHERE queue = ?1"
-    " AND lifetime IN (SELECT lifetime FROM lifetimes WHERE queue = ?1) AND expires_at <= ?2"
-    " LIMIT ?3) RETURNING channel"
-)
-
 # Records a lifetime class of a queue (rowcount 1 when it is new).
 ADD_LIFETIME_SQL = "INSERT OR IGNORE INTO lifetimes (queue, lifetime) VALUES (?, ?)"
 

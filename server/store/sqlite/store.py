@@ -31,7 +31,7 @@ from .open_errors import cannot_open, check_path, explain
 from .schema import _initialize
 from .reader import _Reader
 from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery, peek_scan, stats_scan
-from .writer import HEAVY, INLINE_WEIGHT, _Writer
+from .writer import HEAVY, _Writer
 
 T = TypeVar("T")
 
@@ -166,10 +166,7 @@ class SqliteStore:
         codec = self._codec
 
         def operation(conn: sqlite3.Connection) -> T:
-            # On the event loop, an expiry sweep bigger than a light group moves the group to
-            # the writer's thread (writer.OffTheLoop).
-            sweep_limit = INLINE_WEIGHT if writer.inline else None
-            tx = _Tx(conn, self.clock.now(), codec, self._lease_ceilings, sweep_limit)
+            tx = _Tx(conn, self.clock.now(), codec, self._lease_ceilings)
             self._maybe_housekeep(tx)
             return fn(tx)
 

@@ -52,8 +52,7 @@ from ..base import (
 )
 from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
 
-from .writer import OffTheLoop
-from .schema import ADD_LIFETIME_SQL, MAX_LIFETIMES, OLDEST_IN_CLASS_SQL, ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_ROWS, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, SWEEP_SOME_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, picked_sql, insert_bodies_sql, insert_rows_sql, leases_by_key_sql
+from .schema import ADD_LIFETIME_SQL, MAX_LIFETIMES, OLDEST_IN_CLASS_SQL, ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_ROWS, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, picked_sql, insert_bodies_sql, insert_rows_sql, leases_by_key_sql
 
 T = TypeVar("T")
 
@@ -366,8 +365,7 @@ def _peeked(row: _Row, now: float) -> PeekedMessage:
 class _Tx:
     """One operation: the connection (inside the group's transaction, inside this operation's
     savepoint), the instant `now` read once, the receipt codec and the store's lease ceilings
-    (see `_delivery_limit`). Run by the writer (on the event loop or its thread, writer.py);
-    sweep_limit: on the loop, the most expired messages the sweep may remove there (`queue`)."""
+    (see `_delivery_limit`). Run by the writer (on the event loop or its thread, writer.py)."""
 
     def __init__(
         self,
@@ -375,13 +373,11 @@ class _Tx:
         now: float,
         codec: ReceiptCodec,
         lease_ceilings: dict[int, int],
-        sweep_limit: int | None = None,
     ) -> None:
         self.conn = conn
         self.now = now
         self.codec = codec
         self.lease_ceilings = lease_ceilings
-        self.sweep_limit = sweep_limit
 
     # -- queues ------------------------------------------------------------------------------
 
@@ -445,13 +441,7 @@ class _Tx:
         found = self.find_queue(name)
         if found is None:
             raise QueueNotFound(name)
-        if self.sweep_limit is None:
-            swept = self.conn.execute(SWEEP_SQL, (found.id, self.now))
-        else:
-            swept = self.conn.execute(SWEEP_SOME_SQL, (found.id, self.now, self.sweep_limit))
-        channels = [channel for (channel,) in swept]
-        if self.sweep_limit is not None and len(channels) >= self.sweep_limit:
-            raise OffTheLoop()  # more may have expired: the whole sweep, on the writer's thread
+        channels = [channel for (channel,) in self.conn.execute(SWEEP_SQL, (found.id, self.now))]
         if not channels:
             return found
         expired = len(channels)

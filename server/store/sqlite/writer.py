@@ -24,9 +24,11 @@ What it costs: while a light group runs, the loop does nothing else (10-20 ms at
 INLINE_WEIGHT bounds a group's work), and a lock that another process holds on the file
 must not make the loop wait for it: light groups start with busy_timeout 0 and, when the file
 is locked, go to the thread, which waits there as long as BUSY_TIMEOUT_MS allows. Work that a
-light operation finds only once it runs is bounded the same way: the expiry sweep before it
-removes at most INLINE_WEIGHT messages on the loop, and when there are more (a big backlog that
-expired at once) it raises OffTheLoop, the group is undone and runs again on the thread.
+light operation finds only once it runs is bounded in time: SQLite's progress handler looks at
+the clock every PROGRESS_STEPS instructions, and a group on the loop that runs past
+MAX_LOOP_SECONDS is interrupted, undone and run again on the thread. That is the expiry sweep of
+a big backlog that expired at once (200,000 messages held the loop for half a second), a receive
+whose channel prefix matches none of a long queue, a long run of messages to dead-letter.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import sys
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +59,14 @@ the most weight a group on the loop gathers: a group of this weight holds the lo
 HEAVY = INLINE_WEIGHT + 1
 """The weight of operations that run on the writer's thread whatever their size says: opening
 and migrating the file, purges, queue deletes, redrives."""
+
+MAX_LOOP_SECONDS = 0.05
+"""The longest a group may hold the event loop: past it, SQLite interrupts the statement that
+runs and the group runs again on the writer's thread (see the module docstring)."""
+
+PROGRESS_STEPS = 20_000
+"""SQLite virtual-machine instructions between two looks at the clock (a light send of 100
+messages runs a few thousand: most groups never call back into Python for it)."""
 
 BUSY_TIMEOUT_MS = 5_000
 """How long an operation on the writer's thread waits for a lock that another process (a
@@ -91,10 +102,8 @@ class _Locked(Exception):
     """BEGIN found the file locked by another connection, and this group may not wait."""
 
 
-class OffTheLoop(Exception):
-    """Raised by an operation running on the event loop that found more work than a light group
-    may do there (the expiry sweep of a big backlog that expired at once: 200,000 messages held
-    the loop for half a second): its group is undone and runs again on the writer's thread."""
+class _OffTheLoop(Exception):
+    """A group on the event loop ran past MAX_LOOP_SECONDS: undo it, run it on the thread."""
 
 
 def _unavailable(error: BaseException) -> Unavailable:
@@ -126,7 +135,9 @@ class _Writer:
         self._accepting = False
         self._running = False  # a group is running or scheduled: the next waits for it
         self._thread_busy = False  # that group runs on the writer's thread
-        self.inline = False  # a group runs on the event loop now (OffTheLoop applies)
+        self._loop_deadline = 0.0  # when the group on the loop must give up the loop
+        self._interrupted = False  # ... and SQLite was told to interrupt it
+        self.moved_off_the_loop = 0  # groups that ran past MAX_LOOP_SECONDS (for tests)
         self._idle: asyncio.Future[None] | None = None  # what stop() waits for
         self.commits = 0
         self.operations = 0
@@ -190,14 +201,15 @@ class _Writer:
         if group[0].weight > INLINE_WEIGHT:
             self._run_on_thread(group)
             return
-        self.inline = True
         try:
-            outcomes = self._run_group(group, wait_for_locks=False)
-        except (_Locked, OffTheLoop):  # a lock to wait for, or too much work: on the thread
+            outcomes = self._run_group(group, on_loop=True)
+        except _Locked:  # another process holds the file: wait on the thread, not here
             self._run_on_thread(group)
             return
-        finally:
-            self.inline = False
+        except _OffTheLoop:  # more work than the loop may do: all of it again, on the thread
+            self.moved_off_the_loop += 1
+            self._run_on_thread(group)
+            return
         self._finish(outcomes)
 
     def _take_group(self) -> list[_Op]:
@@ -225,7 +237,7 @@ class _Writer:
     def _run_on_thread(self, group: list[_Op]) -> None:
         assert self._loop is not None
         self._thread_busy = True
-        done = self._loop.run_in_executor(self._thread, self._run_group, group, True)
+        done = self._loop.run_in_executor(self._thread, self._run_group, group, False)
         done.add_done_callback(lambda _: self._finish_from_thread(done, group))
 
     def _finish_from_thread(self, done: asyncio.Future[list[_Outcome]], group: list[_Op]) -> None:
@@ -251,18 +263,26 @@ class _Writer:
 
     # -- one group, one transaction (on the loop or on the writer's thread) --------------------
 
-    def _run_group(self, group: list[_Op], wait_for_locks: bool) -> list[_Outcome]:
+    def _run_group(self, group: list[_Op], on_loop: bool) -> list[_Outcome]:
         conn = self._conn
         assert conn is not None
         try:
-            self._begin(conn, wait_for_locks)
-            outcomes = [self._run_first(conn, group[0])]
-            outcomes += [self._run_one(conn, op) for op in group[1:]]
+            self._begin(conn, wait_for_locks=not on_loop)
+            self._interrupted = False
+            if on_loop:
+                self._loop_deadline = time.perf_counter() + MAX_LOOP_SECONDS
+                conn.set_progress_handler(self._past_deadline, PROGRESS_STEPS)
+            try:
+                outcomes = [self._run_first(conn, group[0])]
+                outcomes += [self._run_one(conn, op) for op in group[1:]]
+            finally:
+                if on_loop:
+                    conn.set_progress_handler(None, 0)  # never interrupt the COMMIT
             conn.execute("COMMIT")
         except _Locked:
             raise
-        except OffTheLoop:
-            self._abandon(conn)  # every operation of the group runs again on the thread
+        except _OffTheLoop:
+            self._abandon(conn)  # the thread runs every operation of the group again
             raise
         except Exception as exc:  # sqlite3.Error, _TransactionLost, or a bug in this class
             # Nothing of this group reached the disk, including the operations that had
@@ -274,6 +294,15 @@ class _Writer:
         self.commits += 1
         self.operations += sum(1 for _, _, error in outcomes if error is None)
         return outcomes
+
+    def _past_deadline(self) -> int:
+        """SQLite's progress handler while a group runs on the loop: non-zero interrupts the
+        statement (sqlite3.OperationalError "interrupted"), which the group turns into
+        _OffTheLoop."""
+        if time.perf_counter() < self._loop_deadline:
+            return 0
+        self._interrupted = True
+        return 1
 
     @staticmethod
     def _begin(conn: sqlite3.Connection, wait_for_locks: bool) -> None:
@@ -291,8 +320,7 @@ class _Writer:
         finally:
             conn.execute("PRAGMA busy_timeout = 0")
 
-    @staticmethod
-    def _run_first(conn: sqlite3.Connection, op: _Op) -> _Outcome:
+    def _run_first(self, conn: sqlite3.Connection, op: _Op) -> _Outcome:
         """The group's first operation, without a savepoint: undoing it is undoing the whole
         transaction so far, which holds nothing else, and then a new one starts for the rest.
         A savepoint is not free in WAL mode: SQLite first copies every page that the operation
@@ -301,9 +329,9 @@ class _Writer:
         one operation, the usual case under light load, so need none."""
         try:
             result = op.fn(conn)
-        except OffTheLoop:
-            raise
         except Exception as exc:
+            if self._interrupted:
+                raise _OffTheLoop() from exc
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             conn.execute("BEGIN IMMEDIATE")  # the write lock was ours a moment ago
@@ -311,14 +339,13 @@ class _Writer:
             return (op, None, error)
         return (op, result, None)
 
-    @staticmethod
-    def _run_one(conn: sqlite3.Connection, op: _Op) -> _Outcome:
+    def _run_one(self, conn: sqlite3.Connection, op: _Op) -> _Outcome:
         conn.execute("SAVEPOINT op")
         try:
             result = op.fn(conn)
-        except OffTheLoop:
-            raise
         except Exception as exc:
+            if self._interrupted:
+                raise _OffTheLoop() from exc
             _Writer._roll_back_one(conn, exc)
             # OperationalError is the file's trouble (full, I/O, locked), not the caller's:
             # UNAVAILABLE tells a client that a retry later may work.
