@@ -146,6 +146,7 @@ LEADING = {
     "messages_leased": "queue",
     "messages_attempt": "queue",
     "messages_channel": "queue",
+    "messages_enqueued": "queue",
     "tombstones_pkey": "key",
 }
 
@@ -179,6 +180,9 @@ STATEMENTS: dict[str, tuple[str, str, bool]] = {
     "peek, exact channel": (pg.peek_sql(False, False, EXACT), "messages_channel", True),
     "peek sizes": (pg.peek_sql(False, False, columns=pg.SIZED_COLUMNS), "messages_visible", True),
     "peek page by keys": (pg.PEEK_KEYS_SQL, "messages_pkey", False),
+    # GetQueueStats (and every metrics scrape): counters, and only the leased, delayed and
+    # expired messages; the oldest visible one by messages_enqueued.
+    "stats": (pg.STATS_SQL, "messages_enqueued", False),
     # One statement per RPC (the usual send, receive and ack): the queue's row first, then the
     # same work as above.
     "receive, one statement": (pg.receive_sql(), "messages_visible", True),

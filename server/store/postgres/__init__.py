@@ -208,6 +208,10 @@ from .settings import (
 )
 from .statements import (
     ATTEMPT_LEASES_SQL,
+    DEAD_LETTER_SQL,
+    REDRIVE_SQL,
+    STATS_SQL,
+    channel_counts_sql,
     DELETE_ATTEMPT_SQL,
     DELETE_KEYS_SQL,
     DELETE_RECEIPTS_SQL,
