@@ -410,3 +410,21 @@ async def test_messages_table_is_vacuumed_by_dead_rows_not_by_size(backlog) -> N
     ).fetchall()
     assert "autovacuum_vacuum_scale_factor=0" in options
     assert f"autovacuum_vacuum_threshold={pg.AUTOVACUUM_THRESHOLD}" in options
+
+
+@pytest.mark.parametrize("mode", PLAN_MODES)
+async def test_stats_reads_its_ranges_with_index_scans(backlog, mode: str) -> None:
+    """GetQueueStats reads only the leased, delayed and expired messages (and the oldest visible
+    one), with Index Scans: a Bitmap Heap Scan never marks the entries of deleted rows dead, so
+    after a burst of acks every stats call visited the heap of every acked message again."""
+    conn, params = backlog
+    nodes = _nodes(_plan(conn, mode, pg.STATS_SQL, params))
+    on_messages = {
+        (n["Node Type"], n.get("Index Name")) for n in nodes if n.get("Relation Name") == "messages"
+        or n.get("Index Name", "").startswith("messages_")
+    }
+    assert on_messages == {
+        ("Index Scan", "messages_visible"),
+        ("Index Scan", "messages_expiry"),
+        ("Index Scan", "messages_enqueued"),
+    }, _describe(_plan(conn, mode, pg.STATS_SQL, params))
