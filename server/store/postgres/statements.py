@@ -25,9 +25,11 @@ def channel_counts_sql(deltas: str) -> str:
     schema.py, version 4) for the messages a statement added, removed or moved: `deltas` is a
     SELECT of (queue id, channel, +1 or -1) per message, usually of a data-modifying CTE's
     RETURNING rows. Added to this connection's slot, like queue_counters. Every statement that
-    changes which queue holds a message runs it in the same statement, as its last CTE (so
-    that statements lock counter rows in one order: (queue, channel), queue_counters' first).
-    A move within one queue nets to nothing and writes nothing."""
+    changes which queue holds a message runs it in the same statement, as its last CTE, and
+    takes the rows in (queue, channel) order, so that statements lock counter rows in one order
+    (two connections share a slot only when their pids do mod COUNTER_SLOTS; a deadlock between
+    them is retried like any other). A move within one queue nets to nothing and writes
+    nothing."""
     return f"""
         INSERT INTO channel_counters AS cc (queue, channel, slot, total)
         SELECT d.queue, d.channel, {SLOT_SQL}, sum(d.n) FROM ({deltas}) AS d(queue, channel, n)
