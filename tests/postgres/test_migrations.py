@@ -35,7 +35,7 @@ async def test_replicas_starting_at_once_create_the_schema_once(schema: str, url
     try:
         assert _tables(schema) == {
             "meta", "queues", "queue_counters", "messages", "tombstones", "dedup", "attempts",
-            "queue_metadata",
+            "queue_metadata", "channel_counters",
         }
         assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
         # One signing key, shared: every replica accepts every replica's receipts.
@@ -124,6 +124,24 @@ def test_serve_flags_size_the_pool() -> None:
     assert _with_pool_size("sqlite:///x.db", 1, 7) == "sqlite:///x.db"
 
 
+def _send_as_before_version_4(
+    schema: str, queue: str, bodies: list[bytes], channels: list[str] | None = None,
+    ttl: float = 3600.0, delay: float = 0.0,
+) -> None:
+    """Messages written as a store older than schema version 4 wrote them: rows only (the
+    store's own send keeps channel_counters, which that schema does not have yet)."""
+    with connect() as conn:
+        for i, body in enumerate(bodies):
+            conn.execute(
+                f'INSERT INTO "{schema}".messages (queue, message_id, body, channel,'
+                " enqueued_at, expires_at, visible_at)"
+                " SELECT q.id, md5(random()::text), %s, %s, t.now, t.now + %s, t.now + %s"
+                f' FROM "{schema}".queues q, (SELECT extract(epoch FROM now()) AS now) t'
+                " WHERE q.name = %s",
+                (body, channels[i] if channels else "", ttl, delay, queue),
+            )
+
+
 async def test_a_version_2_schema_migrated_keeps_its_tombstones(
     schema: str, url: str, monkeypatch
 ) -> None:
@@ -134,7 +152,7 @@ async def test_a_version_2_schema_migrated_keeps_its_tombstones(
     old = PostgresStore.from_url(url)
     await old.open()
     await old.create_queue("q", QueueConfig())
-    await old.send("q", [NewMessage(body=str(i).encode()) for i in range(4)])
+    _send_as_before_version_4(schema, "q", [str(i).encode() for i in range(4)])
     first = (await old.receive("q", 4, 60.0)).messages
     await old.change_visibility("q", [VisibilityChange(first[0].receipt, 0.0)])
     [again] = (await old.receive("q", 1, 60.0)).messages
@@ -171,5 +189,57 @@ async def test_a_version_2_schema_migrated_keeps_its_tombstones(
         assert (await store.delete("q", [first[3].receipt])).results[0].status is (
             LeaseStatus.ALREADY_DELETED
         )
+    finally:
+        await store.close()
+
+
+async def test_a_version_3_schema_migrated_counts_its_channels(
+    schema: str, url: str, monkeypatch
+) -> None:
+    """Version 4 adds channel_counters, filled from the rows already there (expired ones not
+    swept yet included), and messages_enqueued: stats afterwards are what counting said."""
+    monkeypatch.setattr(pg, "MIGRATIONS", pg.MIGRATIONS[:3])
+    monkeypatch.setattr(pg, "SCHEMA_VERSION", 3)
+    old = PostgresStore.from_url(url)
+    await old.open()
+    await old.create_queue("q", QueueConfig())
+    await old.create_queue("other", QueueConfig())
+    _send_as_before_version_4(schema, "q", [b"a", b"b", b"c"], ["", "red", "red"])
+    _send_as_before_version_4(schema, "q", [b"late"], ["blue"], delay=600.0)
+    _send_as_before_version_4(schema, "other", [b"x"] * 5, ["green"] * 5)
+    [leased] = (await old.receive("q", 1, 60.0)).messages
+    _send_as_before_version_4(schema, "q", [b"gone", b"gone"], ["red", "blue"], ttl=-1.0)
+    await old.close()
+    monkeypatch.undo()
+
+    store = PostgresStore.from_url(url)
+    await store.open()
+    try:
+        assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
+        with connect() as conn:
+            counters = conn.execute(
+                f'SELECT q.name, c.channel, sum(c.total) FROM "{schema}".channel_counters c'
+                f' JOIN "{schema}".queues q ON q.id = c.queue GROUP BY q.name, c.channel'
+            ).fetchall()
+            [[indexed]] = conn.execute(
+                "SELECT count(*) FROM pg_indexes WHERE schemaname = %s"
+                " AND indexname = 'messages_enqueued'",
+                (schema,),
+            ).fetchall()
+        # Counted before any sweep: the two expired messages are held still.
+        assert sorted(counters) == [
+            ("other", "green", 5), ("q", "", 1), ("q", "blue", 2), ("q", "red", 3),
+        ]
+        assert indexed == 1
+        stats = await store.stats("q")
+        assert {ch: (c.visible, c.leased, c.delayed) for ch, c in stats.channels.items()} == {
+            "": (0, 1, 0), "red": (2, 0, 0), "blue": (0, 0, 1),
+        }
+        assert (stats.total, stats.expired_total) == (4, 2)
+        assert stats.oldest_visible_age > 0
+        assert (await store.stats("other")).channels["green"].visible == 5
+        outcome = await store.delete("q", [leased.receipt])
+        assert outcome.results[0].status is LeaseStatus.OK
+        assert (await store.stats("q")).total == 3
     finally:
         await store.close()

@@ -146,6 +146,7 @@ LEADING = {
     "messages_leased": "queue",
     "messages_attempt": "queue",
     "messages_channel": "queue",
+    "messages_enqueued": "queue",
     "tombstones_pkey": "key",
 }
 
@@ -179,6 +180,9 @@ STATEMENTS: dict[str, tuple[str, str, bool]] = {
     "peek, exact channel": (pg.peek_sql(False, False, EXACT), "messages_channel", True),
     "peek sizes": (pg.peek_sql(False, False, columns=pg.SIZED_COLUMNS), "messages_visible", True),
     "peek page by keys": (pg.PEEK_KEYS_SQL, "messages_pkey", False),
+    # GetQueueStats (and every metrics scrape): counters, and only the leased, delayed and
+    # expired messages; the oldest visible one by messages_enqueued.
+    "stats": (pg.STATS_SQL, "messages_enqueued", False),
     # One statement per RPC (the usual send, receive and ack): the queue's row first, then the
     # same work as above.
     "receive, one statement": (pg.receive_sql(), "messages_visible", True),
@@ -406,3 +410,21 @@ async def test_messages_table_is_vacuumed_by_dead_rows_not_by_size(backlog) -> N
     ).fetchall()
     assert "autovacuum_vacuum_scale_factor=0" in options
     assert f"autovacuum_vacuum_threshold={pg.AUTOVACUUM_THRESHOLD}" in options
+
+
+@pytest.mark.parametrize("mode", PLAN_MODES)
+async def test_stats_reads_its_ranges_with_index_scans(backlog, mode: str) -> None:
+    """GetQueueStats reads only the leased, delayed and expired messages (and the oldest visible
+    one), with Index Scans: a Bitmap Heap Scan never marks the entries of deleted rows dead, so
+    after a burst of acks every stats call visited the heap of every acked message again."""
+    conn, params = backlog
+    nodes = _nodes(_plan(conn, mode, pg.STATS_SQL, params))
+    on_messages = {
+        (n["Node Type"], n.get("Index Name")) for n in nodes if n.get("Relation Name") == "messages"
+        or n.get("Index Name", "").startswith("messages_")
+    }
+    assert on_messages == {
+        ("Index Scan", "messages_visible"),
+        ("Index Scan", "messages_expiry"),
+        ("Index Scan", "messages_enqueued"),
+    }, _describe(_plan(conn, mode, pg.STATS_SQL, params))

@@ -154,6 +154,39 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE {schema}.tombstones ADD COLUMN last_key bigint",
         ],
     ),
+    (
+        4,
+        [
+            # Stats without counting the queue (issue 15): how many messages each channel of a
+            # queue holds (expired ones not swept yet included), kept by every statement that
+            # adds or removes messages, in its own transaction. Sharded like queue_counters:
+            # each connection adds to its own row (slot = backend pid mod COUNTER_SLOTS), so
+            # concurrent senders and acks never wait for one hot row; stats sums the slots.
+            # A slot's total may be negative (an ack on another connection than the send).
+            """
+            CREATE TABLE {schema}.channel_counters (
+                queue   bigint NOT NULL,
+                channel text COLLATE "C" NOT NULL,
+                slot    integer NOT NULL,
+                total   bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (queue, channel, slot)
+            ) WITH (fillfactor = 50)
+            """,
+            # Filled from the rows as they are: SHARE mode lets nothing write messages until
+            # this transaction commits (replicas of an older version, still running during a
+            # rolling upgrade, wait here; what they write after it is not counted: upgrade
+            # them all before relying on stats, or see PostgresStore.recount_channels).
+            "LOCK TABLE {schema}.messages IN SHARE MODE",
+            # One pass over the table, not the store's index-only habits (PLANNER_SETTINGS).
+            "SET LOCAL enable_seqscan = on",
+            "SET LOCAL enable_sort = on",
+            "INSERT INTO {schema}.channel_counters (queue, channel, slot, total)"
+            " SELECT queue, channel, 0, count(*) FROM {schema}.messages GROUP BY queue, channel",
+            # Stats' oldest visible message: the first entry of the queue in enqueue order that
+            # is visible and unexpired; the walk skips only leased, delayed and expired ones.
+            "CREATE INDEX messages_enqueued ON {schema}.messages (queue, enqueued_at)",
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -76,7 +76,11 @@ from .settings import (
 from .statements import (
     ATTEMPT_LEASES_SQL,
     DELETE_ATTEMPT_SQL,
+    DEAD_LETTER_SQL,
     DELETE_KEYS_SQL,
+    DROP_CHANNEL_ROWS_SQL,
+    EMPTY_CHANNELS_SQL,
+    LOCK_CHANNELS_SQL,
     DELETE_RECEIPTS_SQL,
     CUSTOM_PLAN_SQL,
     DELIVER_KEYS_SQL,
@@ -87,12 +91,12 @@ from .statements import (
     PEEK_KEYS_SQL,
     PURGE_SQL,
     QUEUE_COLUMNS,
+    REDRIVE_SQL,
     SEND_SQL,
     SIZED_COLUMNS,
     SIZE_SQL,
-    SLOT_SQL,
+    STATS_SQL,
     SWEEP_SQL,
-    UNEXPIRED,
     _channel_clause,
     _channel_param,
     candidates_sql,
@@ -343,7 +347,7 @@ class PostgresStore(ChangeFeed):
                     f" WHERE {condition} LIMIT {HOUSEKEEPING_ROWS})",
                     {"cutoff": cutoff},
                 )
-            return total
+            return total + await self._drop_empty_channels(tx)
 
         total = 0
         while True:
@@ -351,6 +355,52 @@ class PostgresStore(ChangeFeed):
             total += deleted
             if deleted < HOUSEKEEPING_ROWS:
                 return total
+
+    @staticmethod
+    async def _drop_empty_channels(tx: _Tx) -> int:
+        """Remove the channel_counters rows of channels that hold no message (their slots sum
+        to 0), at most HOUSEKEEPING_ROWS channels; returns the rows removed. The rows are
+        locked and summed again before they go: a send that committed meanwhile kept its
+        channel."""
+        empty = await tx.rows(EMPTY_CHANNELS_SQL, {"limit": HOUSEKEEPING_ROWS})
+        if not empty:
+            return 0
+        locked = await tx.rows(
+            LOCK_CHANNELS_SQL,
+            {"queues": [q for q, _ in empty], "channels": [c for _, c in empty]},
+        )
+        sums: dict[tuple[int, str], int] = {}
+        for queue, channel, _, total in locked:
+            sums[queue, channel] = sums.get((queue, channel), 0) + total
+        rows = [(q, c, slot) for q, c, slot, _ in locked if sums[q, c] == 0]
+        if not rows:
+            return 0
+        return await tx.run(
+            DROP_CHANNEL_ROWS_SQL,
+            {
+                "queues": [q for q, _, _ in rows],
+                "channels": [c for _, c, _ in rows],
+                "slots": [slot for _, _, slot in rows],
+            },
+        )
+
+    async def recount_channels(self) -> None:
+        """Count channel_counters again from the rows: one pass over messages, while writers
+        wait. Needed only when replicas older than schema version 4 kept writing messages after
+        the migration (they do not keep the counters)."""
+
+        async def op(tx: _Tx) -> None:
+            for statement in (
+                "LOCK TABLE messages IN SHARE MODE",
+                "SET LOCAL enable_seqscan = on",
+                "SET LOCAL enable_sort = on",
+                "DELETE FROM channel_counters",
+                "INSERT INTO channel_counters (queue, channel, slot, total)"
+                " SELECT queue, channel, 0, count(*) FROM messages GROUP BY queue, channel",
+            ):
+                await tx.run(statement, {})
+
+        await self._run(op)
 
     # -- running operations ------------------------------------------------------------------
 
@@ -613,7 +663,10 @@ class PostgresStore(ChangeFeed):
             user = await cur.fetchone()
             if user is not None:
                 raise QueueInUse(name, user[0])  # rolls the delete back
-            for table in ("messages", "queue_counters", "dedup", "attempts", "queue_metadata"):
+            for table in (
+                "messages", "queue_counters", "channel_counters", "dedup", "attempts",
+                "queue_metadata",
+            ):
                 await tx.conn.execute(f"DELETE FROM {table} WHERE queue = %s", (queue_id,))
             await tx.conn.execute(*self._config_notify_sql(name))
             tx.published.add(name)
@@ -633,33 +686,34 @@ class PostgresStore(ChangeFeed):
     async def stats(self, name: str) -> QueueStats:
         async def op(tx: _Tx) -> QueueStats:
             found = await tx.queue(name)
-            rows = await tx.rows(
-                "SELECT channel, count(*) FILTER (WHERE visible_at <= %(now)b),"
-                " count(*) FILTER (WHERE visible_at > %(now)b AND leased),"
-                " count(*) FILTER (WHERE visible_at > %(now)b AND NOT leased),"
-                " min(enqueued_at) FILTER (WHERE visible_at <= %(now)b)"
-                f" FROM messages WHERE queue = %(queue)b AND {UNEXPIRED}"
-                " GROUP BY channel",
-                tx.p(found),
-            )
-            totals = await tx.row(
-                "SELECT COALESCE(sum(dead_lettered), 0)::bigint,"
-                " COALESCE(sum(expired), 0)::bigint, COALESCE(sum(deleted), 0)::bigint,"
-                " (SELECT count(*) FROM messages"
-                "  WHERE queue = %(queue)b AND expires_at <= %(now)b)"
-                " FROM queue_counters WHERE queue = %(queue)b",
-                tx.p(found),
-            )
-            assert totals is not None
-            dead_lettered, expired, deleted, unswept = totals
-            channels = {ch: CountsByState(v, l, d) for ch, v, l, d, _ in rows}
-            oldest = min((enq for *_, enq in rows if enq is not None), default=None)
+            held: dict[str, int] = {}  # messages by channel, expired ones not swept included
+            unavailable: dict[str, tuple[int, int]] = {}  # leased, delayed
+            unswept: dict[str, int] = {}  # expired, not removed yet (past SWEEP_LIMIT)
+            oldest: float | None = None
+            dead_lettered = expired = deleted = 0
+            for kind, channel, a, b, c, enqueued_at in await tx.rows(STATS_SQL, tx.p(found)):
+                if kind == 0:
+                    held[channel] = a
+                elif kind == 1:
+                    unavailable[channel] = (a, b)
+                elif kind == 2:
+                    unswept[channel] = a
+                elif kind == 3:
+                    oldest = enqueued_at
+                else:
+                    dead_lettered, expired, deleted = a, b, c
+            channels = {}
+            for channel, total in held.items():
+                live = total - unswept.get(channel, 0)
+                if live > 0:  # channels with at least one (unexpired) message, as base.py says
+                    leased, delayed = unavailable.get(channel, (0, 0))
+                    channels[channel] = CountsByState(live - leased - delayed, leased, delayed)
             return QueueStats.from_channels(
                 channels,
                 oldest,
                 tx.now,
                 dead_lettered_total=dead_lettered,
-                expired_total=expired + unswept,  # past SWEEP_LIMIT: expired, not yet removed
+                expired_total=expired + sum(unswept.values()),
                 deleted_total=deleted,
             )
 
@@ -1072,17 +1126,9 @@ class PostgresStore(ChangeFeed):
                 break
         if dead:
             await tx.run(
-                "UPDATE messages SET queue = %(dlq)b, visible_at = %(now)b, leased = false,"
-                " expires_at = enqueued_at + %(retention)b, receipt_seq = receipt_seq + 1,"
-                " source_queue = %(source)b, attempt_id = NULL WHERE key = ANY(%(keys)b::bigint[])",
+                DEAD_LETTER_SQL,
                 tx.p(found, dlq=dlq.id, retention=dlq.config.message_retention,
                      source=found.name, keys=dead),
-            )
-            await tx.run(
-                "INSERT INTO queue_counters AS c (queue, slot, dead_lettered)"
-                f" VALUES (%(queue)b, {SLOT_SQL}, %(n)b) ON CONFLICT (queue, slot)"
-                " DO UPDATE SET dead_lettered = c.dead_lettered + EXCLUDED.dead_lettered",
-                tx.p(found, n=len(dead)),
             )
             tx.published.add(dlq.name)
         if not deliver:
@@ -1410,13 +1456,9 @@ class PostgresStore(ChangeFeed):
                     break
             if moves:
                 await tx.run(
-                    "UPDATE messages m SET queue = v.queue, delivery_count = 0,"
-                    " visible_at = %(now)b, leased = false, source_queue = NULL,"
-                    " receipt_seq = m.receipt_seq + 1, expires_at = v.expires_at,"
-                    " attempt_id = NULL"
-                    " FROM unnest(%(keys)b::bigint[], %(queues)b::bigint[], %(expires)b::float8[])"
-                    " AS v(key, queue, expires_at) WHERE m.key = v.key",
+                    REDRIVE_SQL,
                     tx.p(
+                        found,
                         keys=[key for _, key in moves],
                         queues=[to.id for to, _ in moves],
                         expires=[tx.now + to.config.message_retention for to, _ in moves],
