@@ -214,10 +214,15 @@ DELIVER_KEYS_SQL = f"""
 """
 
 # Live leases of a queue, from the partial index only; the granted counters in the same snapshot.
+# Read in visible_at order (the subquery's ORDER BY, which no plan sorts: PLANNER_SETTINGS): as a
+# bare aggregate, statistics of a nearly empty table let a plan read the queue's whole range of
+# messages_enqueued instead (every message of the queue, not its leases).
 IN_FLIGHT_SQL = (
     "SELECT count(*), min(visible_at),"
     " (SELECT COALESCE(sum(granted), 0)::bigint FROM queue_counters WHERE queue = %(queue)b)"
-    f" FROM messages WHERE queue = %(queue)b AND leased AND visible_at > %(now)b AND {UNEXPIRED}"
+    " FROM (SELECT visible_at FROM messages"
+    f" WHERE queue = %(queue)b AND leased AND visible_at > %(now)b AND {UNEXPIRED}"
+    " ORDER BY visible_at) AS leases"
 )
 
 # The first entry of messages_visible past now (NULL when none). Written as the ordered LIMIT 1
