@@ -11,6 +11,7 @@ from psycopg import sql
 
 from ...receipts import new_signing_key
 from .settings import AUTOVACUUM_THRESHOLD
+from .statements import SLOT_SQL
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,75 @@ _AUTOVACUUM = (
     f" autovacuum_vacuum_insert_threshold = {10 * AUTOVACUUM_THRESHOLD},"
     " autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0"
 )
+
+# channel_counters (version 4) kept by triggers on messages, whoever writes them (see version 4).
+# Each adds to the writing connection's slot (SLOT_SQL, as queue_counters), one aggregated
+# upsert per statement, its rows in (queue, channel) order so that statements lock counter rows
+# in one order (two connections share a slot only when their pids do mod COUNTER_SLOTS; a
+# deadlock between them is retried like any other).
+
+
+def _upsert_counts(select: str) -> str:
+    return (
+        "INSERT INTO {schema}.channel_counters AS cc (queue, channel, slot, total)"
+        f" {select} ON CONFLICT (queue, channel, slot)"
+        " DO UPDATE SET total = cc.total + EXCLUDED.total;"
+    )
+
+
+def _trigger_function(name: str, body: str) -> str:
+    return (
+        f"CREATE FUNCTION {{schema}}.{name}() RETURNS trigger LANGUAGE plpgsql AS $$"
+        f" BEGIN {body} RETURN NULL; END $$"
+    )
+
+
+_CHANNEL_TRIGGERS = [
+    # Sends: statement-level, the statement's rows in a transition table (one upsert per
+    # statement, not per row).
+    _trigger_function(
+        "channel_counts_insert",
+        _upsert_counts(
+            f"SELECT queue, channel, {SLOT_SQL}, count(*) FROM new_rows"
+            " GROUP BY queue, channel ORDER BY queue, channel"
+        ),
+    ),
+    "CREATE TRIGGER channel_counts_insert AFTER INSERT ON {schema}.messages"
+    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {schema}.channel_counts_insert()",
+    # Acks, deletes by attempt, sweeps, purges, DeleteQueue: the same for the deleted rows.
+    _trigger_function(
+        "channel_counts_delete",
+        _upsert_counts(
+            f"SELECT queue, channel, {SLOT_SQL}, -count(*) FROM old_rows"
+            " GROUP BY queue, channel ORDER BY queue, channel"
+        ),
+    ),
+    "CREATE TRIGGER channel_counts_delete AFTER DELETE ON {schema}.messages"
+    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {schema}.channel_counts_delete()",
+    # Moves to another queue (dead-letter moves, redrives): per row, only for an UPDATE that
+    # sets queue or channel (no delivery or lease change does: they fire nothing) and only for
+    # the rows it really moves. Not a statement-level UPDATE trigger: PostgreSQL allows no
+    # transition tables with a column list (UPDATE OF), and without one every delivery would
+    # copy its rows into them. Moves are rare and their statements few rows.
+    _trigger_function(
+        "channel_counts_move",
+        _upsert_counts(
+            f"SELECT d.queue, d.channel, {SLOT_SQL}, d.n FROM (VALUES"
+            " (OLD.queue, OLD.channel, -1::bigint), (NEW.queue, NEW.channel, 1::bigint))"
+            " AS d(queue, channel, n) ORDER BY d.queue, d.channel"
+        ),
+    ),
+    "CREATE TRIGGER channel_counts_move AFTER UPDATE OF queue, channel ON {schema}.messages"
+    " FOR EACH ROW"
+    " WHEN (OLD.queue IS DISTINCT FROM NEW.queue OR OLD.channel IS DISTINCT FROM NEW.channel)"
+    " EXECUTE FUNCTION {schema}.channel_counts_move()",
+    # A TRUNCATE (by hand: the store never runs one) fires no DELETE trigger.
+    _trigger_function("channel_counts_truncate", "DELETE FROM {schema}.channel_counters;"),
+    "CREATE TRIGGER channel_counts_truncate AFTER TRUNCATE ON {schema}.messages"
+    " FOR EACH STATEMENT EXECUTE FUNCTION {schema}.channel_counts_truncate()",
+]
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
@@ -158,8 +228,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         4,
         [
             # Stats without counting the queue (issue 15): how many messages each channel of a
-            # queue holds (expired ones not swept yet included), kept by every statement that
-            # adds or removes messages, in its own transaction. Sharded like queue_counters:
+            # queue holds (expired ones not swept yet included). Sharded like queue_counters:
             # each connection adds to its own row (slot = backend pid mod COUNTER_SLOTS), so
             # concurrent senders and acks never wait for one hot row; stats sums the slots.
             # A slot's total may be negative (an ack on another connection than the send).
@@ -172,16 +241,21 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 PRIMARY KEY (queue, channel, slot)
             ) WITH (fillfactor = 50)
             """,
-            # Filled from the rows as they are: SHARE mode lets nothing write messages until
-            # this transaction commits (replicas of an older version, still running during a
-            # rolling upgrade, wait here; what they write after it is not counted: upgrade
-            # them all before relying on stats, or see PostgresStore.recount_channels).
-            "LOCK TABLE {schema}.messages IN SHARE MODE",
+            # Filled from the rows as they are, then kept by triggers on messages (below), so
+            # that every statement that adds, removes or moves messages is counted whoever runs
+            # it: replicas of an older version, still serving during a rolling upgrade, write
+            # messages without knowing of this table and are counted all the same. The lock
+            # (the mode CREATE TRIGGER takes; it lets readers and SELECT ... FOR UPDATE through)
+            # lets nothing write messages until this transaction commits: writers wait here, and
+            # each of their statements is either in the count or seen by the triggers, never
+            # both, never neither.
+            "LOCK TABLE {schema}.messages IN SHARE ROW EXCLUSIVE MODE",
             # One pass over the table, not the store's index-only habits (PLANNER_SETTINGS).
             "SET LOCAL enable_seqscan = on",
             "SET LOCAL enable_sort = on",
             "INSERT INTO {schema}.channel_counters (queue, channel, slot, total)"
             " SELECT queue, channel, 0, count(*) FROM {schema}.messages GROUP BY queue, channel",
+            *_CHANNEL_TRIGGERS,
             # Stats' oldest visible message: the first entry of the queue in enqueue order that
             # is visible and unexpired; the walk skips only leased, delayed and expired ones.
             "CREATE INDEX messages_enqueued ON {schema}.messages (queue, enqueued_at)",

@@ -384,24 +384,6 @@ class PostgresStore(ChangeFeed):
             },
         )
 
-    async def recount_channels(self) -> None:
-        """Count channel_counters again from the rows: one pass over messages, while writers
-        wait. Needed only when replicas older than schema version 4 kept writing messages after
-        the migration (they do not keep the counters)."""
-
-        async def op(tx: _Tx) -> None:
-            for statement in (
-                "LOCK TABLE messages IN SHARE MODE",
-                "SET LOCAL enable_seqscan = on",
-                "SET LOCAL enable_sort = on",
-                "DELETE FROM channel_counters",
-                "INSERT INTO channel_counters (queue, channel, slot, total)"
-                " SELECT queue, channel, 0, count(*) FROM messages GROUP BY queue, channel",
-            ):
-                await tx.run(statement, {})
-
-        await self._run(op)
-
     # -- running operations ------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[_Tx], Awaitable[T]], one_read: bool = False) -> T:
