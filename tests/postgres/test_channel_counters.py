@@ -447,6 +447,23 @@ async def test_deliveries_and_lease_changes_fire_no_trigger(
     assert _counters(schema) == _rows(schema)
 
 
+async def test_stats_never_count_below_zero_when_counters_are_short(
+    store: PostgresStore, schema: str, clock: FakeClock
+) -> None:
+    """Counters short of the rows (rows written with the triggers disabled, say) give no
+    negative count: visible is clamped at 0 and the leased and delayed messages still show."""
+    await store.create_queue("q", QueueConfig())
+    await store.send("q", [NewMessage(body=b"m", channel="a") for _ in range(3)])
+    await store.send("q", [NewMessage(body=b"later", channel="a", delay=60.0)])
+    await store.receive("q", 2, 30.0)
+    with connect() as conn:
+        conn.execute(f'DELETE FROM "{schema}".channel_counters')
+    stats = await store.stats("q")
+    assert {ch: (c.visible, c.leased, c.delayed) for ch, c in stats.channels.items()} == {
+        "a": (0, 2, 1)
+    }
+
+
 async def test_counters_stay_exact_under_concurrent_replicas(schema: str) -> None:
     """Sends, receives and acks at once through two replicas (several connections each: rows
     of several slots, upserted concurrently), channels mixed in every batch: the counters are

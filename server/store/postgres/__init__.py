@@ -68,9 +68,10 @@ queue or channel and only for rows it moves; deliveries and lease changes fire n
 STATS_SQL, one statement (one snapshot), then reads the summed totals, the leased and delayed
 messages (messages_visible after now), the expired ones not swept (messages_expiry up to now)
 and the oldest visible one (messages_enqueued, past the unavailable ones); visible = total -
-expired - leased - delayed. Its cost follows the leased, delayed and expired
-messages and the dead index entries not vacuumed yet, not the backlog: at 1,000,000 waiting 0.1
-ms of the database (2,256 ms at 10,000,000 when it counted the rows). Housekeeping removes the
+expired - leased - delayed (never below 0, should the counters ever be short: a warning says
+so). Its cost follows the leased, delayed and expired messages and the dead index entries not
+vacuumed yet, not the backlog: at 1,000,000 waiting 0.1 ms of the database (2,256 ms at
+10,000,000 when it counted the rows). Housekeeping removes the
 rows of channels whose slots sum to 0 (locked and summed again first), so a queue that used
 many channel names keeps no rows for them. The migration fills the table from the rows and
 creates the triggers in one transaction, with writers locked out meanwhile: no write is missed
