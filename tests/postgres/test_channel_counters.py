@@ -394,6 +394,8 @@ async def test_writers_of_an_older_version_are_counted(
     # A purge by the older version: one DELETE of the queue's rows.
     with connect() as conn:
         conn.execute(f'DELETE FROM "{schema}".messages WHERE queue = %s', (ids["dlq"],))
+        # The moves noted between the two move triggers are all taken out again.
+        assert conn.execute(f'SELECT count(*) FROM "{schema}".channel_moves').fetchone() == (0,)
     await _check(schema, [store], clock)
 
 
@@ -405,7 +407,7 @@ async def test_deliveries_and_lease_changes_fire_no_trigger(
     trigger's function, replaced here by one that also notes each call, says so."""
     [move] = [
         s for s in pg.MIGRATIONS[3][1]
-        if s.startswith("CREATE FUNCTION {schema}.channel_counts_move()")
+        if s.startswith("CREATE FUNCTION {schema}.channel_counts_note_move()")
     ]
     noting = move.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(
         " BEGIN ", " BEGIN INSERT INTO {schema}.fired VALUES (OLD.key, OLD.queue, NEW.queue); "

@@ -35,7 +35,7 @@ async def test_replicas_starting_at_once_create_the_schema_once(schema: str, url
     try:
         assert _tables(schema) == {
             "meta", "queues", "queue_counters", "messages", "tombstones", "dedup", "attempts",
-            "queue_metadata", "channel_counters",
+            "queue_metadata", "channel_counters", "channel_moves",
         }
         assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
         # One signing key, shared: every replica accepts every replica's receipts.

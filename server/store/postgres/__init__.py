@@ -63,8 +63,9 @@ older version still serving during a rolling upgrade. Inserts and deletes (sends
 by attempt, sweeps, purge, DeleteQueue) fire one statement-level trigger each, which adds the
 statement's rows (a transition table) per (queue, channel) to the connection's row in one upsert,
 inside the same statement: the one-statement send and ack are still one round trip. Moves to
-another queue (dead-letter moves, redrive) fire a row-level trigger, only for an UPDATE that sets
-queue or channel and only for rows it moves; deliveries and lease changes fire nothing.
+another queue (dead-letter moves, redrive) fire, only for an UPDATE that sets queue or channel,
+a row-level trigger that notes each row it moves (``channel_moves``) and a statement-level one
+that adds them up in one upsert; deliveries and lease changes fire nothing.
 STATS_SQL, one statement (one snapshot), then reads the summed totals, the leased and delayed
 messages (messages_visible after now), the expired ones not swept (messages_expiry up to now)
 and the oldest visible one (messages_enqueued, past the unavailable ones); visible = total -
