@@ -331,8 +331,7 @@ def _write_as_an_older_version(schema: str, queue: int, dlq: int, clock: FakeClo
         conn.execute(
             f"UPDATE {m} SET visible_at = visible_at + 60, leased = true,"
             " delivery_count = delivery_count + 1, receipt_seq = receipt_seq + 1"
-            " WHERE key IN (SELECT key FROM {m} WHERE queue = %s ORDER BY key LIMIT 3)"
-            .replace("{m}", m),
+            f" WHERE key IN (SELECT key FROM {m} WHERE queue = %s ORDER BY key LIMIT 3)",
             (queue,),
         )
         # Acks: some of this version's own messages, some of the store's.
