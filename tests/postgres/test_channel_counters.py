@@ -310,17 +310,159 @@ async def test_housekeeping_drops_the_rows_of_channels_that_hold_nothing(
     }
 
 
-async def test_recount_channels_repairs_counters_from_the_rows(
-    store: PostgresStore, schema: str
+def _write_as_an_older_version(schema: str, queue: int, dlq: int, clock: FakeClock) -> None:
+    """Write messages as a replica of schema version 3 does, still serving during a rolling
+    upgrade: plain statements that know nothing of channel_counters (no CTEs), on a connection
+    of its own, one autocommitted statement or a transaction of several."""
+    m = f'"{schema}".messages'
+    now = clock.now()
+    insert = (
+        f"INSERT INTO {m} (queue, message_id, body, channel, enqueued_at, expires_at, visible_at)"
+        " SELECT %(queue)s, md5(random()::text), 'old', c, %(now)s, %(now)s + 600, %(now)s"
+        " FROM unnest(%(channels)s::text[]) AS c"
+    )
+    with connect() as conn:
+        # Sends: one statement of several channels, and one row at a time in a transaction.
+        conn.execute(insert, {"queue": queue, "now": now, "channels": ["", "red", "red", "x"]})
+        with conn.transaction():
+            for channel in ("blue", "blue", "x"):
+                conn.execute(insert, {"queue": queue, "now": now, "channels": [channel]})
+        # A delivery and a lease change (not counted: nothing moves).
+        conn.execute(
+            f"UPDATE {m} SET visible_at = visible_at + 60, leased = true,"
+            " delivery_count = delivery_count + 1, receipt_seq = receipt_seq + 1"
+            f" WHERE key IN (SELECT key FROM {m} WHERE queue = %s ORDER BY key LIMIT 3)",
+            (queue,),
+        )
+        # Acks: some of this version's own messages, some of the store's.
+        conn.execute(
+            f"DELETE FROM {m} WHERE key IN"
+            f" (SELECT key FROM {m} WHERE queue = %s AND channel IN ('red', '') LIMIT 2)",
+            (queue,),
+        )
+        # A dead-letter move, and a redrive of part of it back.
+        conn.execute(
+            f"UPDATE {m} SET queue = %s, source_queue = 'a', receipt_seq = receipt_seq + 1"
+            f" WHERE key IN (SELECT key FROM {m} WHERE queue = %s AND channel <> 'x' LIMIT 3)",
+            (dlq, queue),
+        )
+        conn.execute(
+            f"UPDATE {m} SET queue = %s, delivery_count = 0"
+            f" WHERE key IN (SELECT key FROM {m} WHERE queue = %s ORDER BY key LIMIT 1)",
+            (queue, dlq),
+        )
+        # A statement that moves some of the rows it updates and only changes the others.
+        conn.execute(
+            f"UPDATE {m} SET queue = CASE WHEN channel = 'x' THEN %s ELSE queue END,"
+            " visible_at = visible_at + 1 WHERE queue = %s",
+            (dlq, queue),
+        )
+        # A rolled back transaction counts nothing.
+        with pytest.raises(ZeroDivisionError):
+            with conn.transaction():
+                conn.execute(insert, {"queue": queue, "now": now, "channels": ["gone"] * 5})
+                conn.execute(f"DELETE FROM {m} WHERE queue = %s", (dlq,))
+                raise ZeroDivisionError
+        # A COPY (bulk load by hand).
+        with conn.cursor().copy(
+            f"COPY {m} (queue, message_id, body, channel, enqueued_at, expires_at, visible_at)"
+            " FROM STDIN"
+        ) as copy:
+            for i in range(4):
+                copy.write_row((queue, f"copied{i}", b"c", "green", now, now + 600, now))
+
+
+async def test_writers_of_an_older_version_are_counted(
+    store: PostgresStore, schema: str, clock: FakeClock
 ) -> None:
-    await store.create_queue("q", QueueConfig())
-    await store.send("q", [NewMessage(body=b"m", channel=ch) for ch in ("", "a", "a", "b")])
-    with connect() as conn:  # as a replica older than version 4 would leave them
-        conn.execute(f'DELETE FROM "{schema}".channel_counters WHERE channel = %s', ("a",))
-    assert _counters(schema) != _rows(schema)
-    await store.recount_channels()
+    """The triggers count every writer of messages, not only this store's statements: rows
+    written by plain SQL, as a replica older than schema version 4 writes them, are counted
+    exactly, between and after the store's own operations, and stats count right."""
+    await _create_queues(store)
+    mix = Mix(7, [store], clock)
+    for _ in range(40):
+        await mix.step()
+    with connect() as conn:
+        ids = dict(conn.execute(f'SELECT name, id FROM "{schema}".queues').fetchall())
+    for _ in range(3):
+        _write_as_an_older_version(schema, ids["a"], ids["dlq"], clock)
+        assert _counters(schema) == _rows(schema)
+        for _ in range(40):
+            await mix.step()
+        await _check(schema, [store], clock)
+    # A purge by the older version: one DELETE of the queue's rows.
+    with connect() as conn:
+        conn.execute(f'DELETE FROM "{schema}".messages WHERE queue = %s', (ids["dlq"],))
+        # The moves noted between the two move triggers are all taken out again.
+        assert conn.execute(f'SELECT count(*) FROM "{schema}".channel_moves').fetchone() == (0,)
+    await _check(schema, [store], clock)
+
+
+async def test_deliveries_and_lease_changes_fire_no_trigger(
+    store: PostgresStore, schema: str, clock: FakeClock
+) -> None:
+    """Only an UPDATE that moves messages to another queue (or channel) fires the row trigger:
+    receives, lease changes, releases and message updates (the hot path) fire nothing. The
+    trigger's function, replaced here by one that also notes each call, says so."""
+    [move] = [
+        s for s in pg.MIGRATIONS[3][1]
+        if s.startswith("CREATE FUNCTION {schema}.channel_counts_note_move()")
+    ]
+    noting = move.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(
+        " BEGIN ", " BEGIN INSERT INTO {schema}.fired VALUES (OLD.key, OLD.queue, NEW.queue); "
+    )
+    with connect() as conn:
+        conn.execute(f'CREATE TABLE "{schema}".fired (key bigint, source bigint, dest bigint)')
+        conn.execute(noting.replace("{schema}", f'"{schema}"'))
+
+    def fired() -> list[tuple[int, int, int]]:
+        with connect() as conn:
+            return conn.execute(f'SELECT * FROM "{schema}".fired ORDER BY key').fetchall()
+
+    await _create_queues(store)
+    await store.send("a", [NewMessage(body=b"m", channel=ch) for ch in CHANNELS * 3])
+    got = await store.receive("a", 6, 30.0)
+    await store.change_visibility("a", [VisibilityChange(got.messages[0].receipt, 0.0)])
+    await store.change_visibility("a", [VisibilityChange(got.messages[1].receipt, 90.0)])
+    await store.update_message("a", got.messages[2].receipt, body=b"new")
+    await store.delete("a", [got.messages[3].receipt])
+    got = await store.receive("a", 6, 0.0, channel_filter="red")  # no lease
+    assert fired() == []
+    # Moves fire it, once per message moved: a dead-letter move (a's max_delivery_count is 2)
+    # and a redrive.
+    clock.advance(100)
+    await store.receive("a", 12, 30.0)  # everything delivered once more: 1 or 2 deliveries
+    clock.advance(100)
+    await store.receive("a", 12, 30.0)  # those delivered twice go to dlq
+    dead = fired()
+    with connect() as conn:
+        ids = dict(conn.execute(f'SELECT name, id FROM "{schema}".queues').fetchall())
+        [[in_dlq]] = conn.execute(
+            f'SELECT count(*) FROM "{schema}".messages WHERE queue = %s', (ids["dlq"],)
+        ).fetchall()
+    assert {(s, d) for _, s, d in dead} == {(ids["a"], ids["dlq"])}
+    assert len(dead) == in_dlq > 0
+    assert await store.redrive("dlq", destination="b", max_messages=2) == 2
+    moved = [row for row in fired() if row[1] == ids["dlq"]]
+    assert [(s, d) for _, s, d in moved] == [(ids["dlq"], ids["b"])] * 2
     assert _counters(schema) == _rows(schema)
-    assert (await store.stats("q")).total == 4
+
+
+async def test_stats_never_count_below_zero_when_counters_are_short(
+    store: PostgresStore, schema: str, clock: FakeClock
+) -> None:
+    """Counters short of the rows (rows written with the triggers disabled, say) give no
+    negative count: visible is clamped at 0 and the leased and delayed messages still show."""
+    await store.create_queue("q", QueueConfig())
+    await store.send("q", [NewMessage(body=b"m", channel="a") for _ in range(3)])
+    await store.send("q", [NewMessage(body=b"later", channel="a", delay=60.0)])
+    await store.receive("q", 2, 30.0)
+    with connect() as conn:
+        conn.execute(f'DELETE FROM "{schema}".channel_counters')
+    stats = await store.stats("q")
+    assert {ch: (c.visible, c.leased, c.delayed) for ch, c in stats.channels.items()} == {
+        "a": (0, 2, 1)
+    }
 
 
 async def test_counters_stay_exact_under_concurrent_replicas(schema: str) -> None:

@@ -35,7 +35,7 @@ async def test_replicas_starting_at_once_create_the_schema_once(schema: str, url
     try:
         assert _tables(schema) == {
             "meta", "queues", "queue_counters", "messages", "tombstones", "dedup", "attempts",
-            "queue_metadata", "channel_counters",
+            "queue_metadata", "channel_counters", "channel_moves",
         }
         assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
         # One signing key, shared: every replica accepts every replica's receipts.
@@ -241,5 +241,101 @@ async def test_a_version_3_schema_migrated_counts_its_channels(
         outcome = await store.delete("q", [leased.receipt])
         assert outcome.results[0].status is LeaseStatus.OK
         assert (await store.stats("q")).total == 3
+        # Replicas of version 3 still serving write as before (plain statements, no counters):
+        # the triggers count them all the same.
+        _send_as_before_version_4(schema, "q", [b"d", b"e"], ["red", "new"])
+        _send_as_before_version_4(schema, "other", [b"y"], ["green"])
+        with connect() as conn:
+            m = f'"{schema}".messages'
+            conn.execute(  # an ack of one of q's
+                f"DELETE FROM {m} WHERE key = (SELECT min(key) FROM {m} WHERE channel = 'red')"
+            )
+            conn.execute(  # a dead-letter move of 'other's messages to q
+                f"UPDATE {m} SET queue = (SELECT id FROM \"{schema}\".queues WHERE name = 'q')"
+                f" WHERE key IN (SELECT key FROM {m} WHERE channel = 'green' LIMIT 2)"
+            )
+        assert _channel_counts(schema) == _channel_rows(schema)
+        assert (await store.stats("q")).total == 3 + 2 - 1 + 2
     finally:
         await store.close()
+
+
+def _channel_counts(schema: str) -> dict[tuple[int, str], int]:
+    with connect() as conn:
+        rows = conn.execute(
+            f'SELECT queue, channel, sum(total) FROM "{schema}".channel_counters'
+            " GROUP BY queue, channel HAVING sum(total) <> 0"
+        ).fetchall()
+    return {(queue, channel): int(total) for queue, channel, total in rows}
+
+
+def _channel_rows(schema: str) -> dict[tuple[int, str], int]:
+    with connect() as conn:
+        rows = conn.execute(
+            f'SELECT queue, channel, count(*) FROM "{schema}".messages GROUP BY queue, channel'
+        ).fetchall()
+    return {(queue, channel): total for queue, channel, total in rows}
+
+
+async def test_writes_of_version_3_replicas_during_the_migration_are_counted_once(
+    schema: str, url: str, monkeypatch
+) -> None:
+    """A replica of version 3 sends, acks and moves messages by plain SQL, on its own
+    connection, all through the migration to version 4 (a rolling upgrade): each of its writes
+    lands either before the initial count or after the triggers exist, so the counters are the
+    rows afterwards, exactly."""
+    import threading
+
+    monkeypatch.setattr(pg, "MIGRATIONS", pg.MIGRATIONS[:3])
+    monkeypatch.setattr(pg, "SCHEMA_VERSION", 3)
+    old = PostgresStore.from_url(url)
+    await old.open()
+    await old.create_queue("q", QueueConfig())
+    await old.create_queue("dlq", QueueConfig())
+    await old.close()
+    monkeypatch.undo()
+    _send_as_before_version_4(schema, "q", [b"m"] * 50, ["a", "b"] * 25)
+
+    stop = threading.Event()
+    writes = [0]
+
+    def writer() -> None:
+        m = f'"{schema}".messages'
+        with connect() as conn:
+            ids = dict(conn.execute(f'SELECT name, id FROM "{schema}".queues').fetchall())
+            while not stop.is_set():
+                conn.execute(
+                    f"INSERT INTO {m} (queue, message_id, body, channel, enqueued_at,"
+                    " expires_at, visible_at) SELECT %s, md5(random()::text), 'm', c, 0, 1e12, 0"
+                    " FROM unnest(ARRAY['a', 'b', 'c']) AS c",
+                    (ids["q"],),
+                )
+                conn.execute(
+                    f"DELETE FROM {m} WHERE key = (SELECT min(key) FROM {m} WHERE queue = %s)",
+                    (ids["q"],),
+                )
+                conn.execute(
+                    f"UPDATE {m} SET queue = %s"
+                    f" WHERE key = (SELECT max(key) FROM {m} WHERE queue = %s)",
+                    (ids["dlq"], ids["q"]),
+                )
+                writes[0] += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        while writes[0] < 20:
+            await asyncio.sleep(0.01)
+        store = PostgresStore.from_url(url)
+        await store.open()  # migrates to version 4 while the writer goes on
+        try:
+            before = writes[0]
+            while writes[0] < before + 20:
+                await asyncio.sleep(0.01)
+        finally:
+            await store.close()
+    finally:
+        stop.set()
+        thread.join()
+    assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
+    assert _channel_counts(schema) == _channel_rows(schema)

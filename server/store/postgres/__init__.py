@@ -57,19 +57,26 @@ row of ``queue_counters`` (slot = backend pid mod COUNTER_SLOTS) and stats sums 
 
 Stats count no visible message (schema version 4, issue 15). ``channel_counters`` (queue,
 channel, slot) holds how many messages each channel of a queue has (expired ones not swept yet
-included), sharded the same way; every statement that adds, removes or moves messages (the
-sends, acks, deletes by attempt, sweeps, purge, dead-letter moves, redrive; DeleteQueue drops
-them) adds to its connection's row in the same statement (statements.channel_counts_sql, one
-more CTE of the one-statement send and ack). STATS_SQL, one statement (one snapshot), then reads
-the summed totals, the leased and delayed messages (messages_visible after now), the expired
-ones not swept (messages_expiry up to now) and the oldest visible one (messages_enqueued, past
-the unavailable ones); visible = total - expired - leased - delayed. Its cost follows the leased,
-delayed and expired messages and the dead index entries not vacuumed yet, not the backlog: at
-1,000,000 waiting 0.1 ms of the database (2,256 ms at 10,000,000 when it counted the rows).
-Housekeeping removes the rows of channels whose slots sum to 0 (locked and summed again first),
-so a queue that used many channel names keeps no rows for them. The migration fills the table
-from the rows under a SHARE lock; replicas of an older version that go on writing after it do
-not keep the counters (PostgresStore.recount_channels counts them again).
+included), sharded the same way. Triggers on ``messages`` keep it (schema.py, version 4), so
+every writer is counted whatever its code: this store's statements, and those of replicas of an
+older version still serving during a rolling upgrade. Inserts and deletes (sends, acks, deletes
+by attempt, sweeps, purge, DeleteQueue) fire one statement-level trigger each, which adds the
+statement's rows (a transition table) per (queue, channel) to the connection's row in one upsert,
+inside the same statement: the one-statement send and ack are still one round trip. Moves to
+another queue (dead-letter moves, redrive) fire, only for an UPDATE that sets queue or channel,
+a row-level trigger that notes each row it moves (``channel_moves``) and a statement-level one
+that adds them up in one upsert; deliveries and lease changes fire nothing.
+STATS_SQL, one statement (one snapshot), then reads the summed totals, the leased and delayed
+messages (messages_visible after now), the expired ones not swept (messages_expiry up to now)
+and the oldest visible one (messages_enqueued, past the unavailable ones); visible = total -
+expired - leased - delayed (never below 0, should the counters ever be short: a warning says
+so). Its cost follows the leased, delayed and expired messages and the dead index entries not
+vacuumed yet, not the backlog: at 1,000,000 waiting 0.1 ms of the database (2,256 ms at
+10,000,000 when it counted the rows). Housekeeping removes the
+rows of channels whose slots sum to 0 (locked and summed again first), so a queue that used
+many channel names keeps no rows for them. The migration fills the table from the rows and
+creates the triggers in one transaction, with writers locked out meanwhile: no write is missed
+or counted twice.
 
 The in-flight limit: counting live leases walks an index of every one of them, so (as in the
 SQLite store) a receive first looks at a ceiling: the last exact count plus every lease granted
@@ -228,7 +235,6 @@ from .statements import (
     DEAD_LETTER_SQL,
     REDRIVE_SQL,
     STATS_SQL,
-    channel_counts_sql,
     DELETE_ATTEMPT_SQL,
     DELETE_KEYS_SQL,
     DELETE_RECEIPTS_SQL,

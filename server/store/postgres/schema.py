@@ -11,6 +11,7 @@ from psycopg import sql
 
 from ...receipts import new_signing_key
 from .settings import AUTOVACUUM_THRESHOLD
+from .statements import SLOT_SQL
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,84 @@ _AUTOVACUUM = (
     f" autovacuum_vacuum_insert_threshold = {10 * AUTOVACUUM_THRESHOLD},"
     " autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0"
 )
+
+# channel_counters (version 4) kept by triggers on messages, whoever writes them (see version 4).
+# Each adds to the writing connection's slot (SLOT_SQL, as queue_counters), one aggregated
+# upsert per statement, its rows in (queue, channel) order so that statements lock counter rows
+# in one order (two connections share a slot only when their pids do mod COUNTER_SLOTS; a
+# deadlock between them is retried like any other).
+
+
+def _upsert_counts(select: str) -> str:
+    return (
+        "INSERT INTO {schema}.channel_counters AS cc (queue, channel, slot, total)"
+        f" {select} ON CONFLICT (queue, channel, slot)"
+        " DO UPDATE SET total = cc.total + EXCLUDED.total;"
+    )
+
+
+def _trigger_function(name: str, body: str) -> str:
+    return (
+        f"CREATE FUNCTION {{schema}}.{name}() RETURNS trigger LANGUAGE plpgsql AS $$"
+        f" BEGIN {body} RETURN NULL; END $$"
+    )
+
+
+_CHANNEL_TRIGGERS = [
+    # Sends: statement-level, the statement's rows in a transition table (one upsert per
+    # statement, not per row).
+    _trigger_function(
+        "channel_counts_insert",
+        _upsert_counts(
+            f"SELECT queue, channel, {SLOT_SQL}, count(*) FROM new_rows"
+            " GROUP BY queue, channel ORDER BY queue, channel"
+        ),
+    ),
+    "CREATE TRIGGER channel_counts_insert AFTER INSERT ON {schema}.messages"
+    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {schema}.channel_counts_insert()",
+    # Acks, deletes by attempt, sweeps, purges, DeleteQueue: the same for the deleted rows.
+    _trigger_function(
+        "channel_counts_delete",
+        _upsert_counts(
+            f"SELECT queue, channel, {SLOT_SQL}, -count(*) FROM old_rows"
+            " GROUP BY queue, channel ORDER BY queue, channel"
+        ),
+    ),
+    "CREATE TRIGGER channel_counts_delete AFTER DELETE ON {schema}.messages"
+    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION {schema}.channel_counts_delete()",
+    # Moves to another queue (dead-letter moves, redrives): only an UPDATE that sets queue or
+    # channel fires these (no delivery or lease change does). PostgreSQL allows no transition
+    # tables with a column list (UPDATE OF), and without one every delivery would copy its rows
+    # into them; so a row-level trigger notes each row it really moves in channel_moves (plain
+    # inserts: upserting the counter row per moved row updated one row again and again in one
+    # transaction, and each upsert walked all its versions, 570 us a row at 20,000), and a
+    # statement-level one takes them out again and adds them up in one upsert.
+    _trigger_function(
+        "channel_counts_note_move",
+        "INSERT INTO {schema}.channel_moves (queue, channel, n)"
+        " VALUES (OLD.queue, OLD.channel, -1), (NEW.queue, NEW.channel, 1);",
+    ),
+    "CREATE TRIGGER channel_counts_note_move AFTER UPDATE OF queue, channel"
+    " ON {schema}.messages FOR EACH ROW"
+    " WHEN (OLD.queue IS DISTINCT FROM NEW.queue OR OLD.channel IS DISTINCT FROM NEW.channel)"
+    " EXECUTE FUNCTION {schema}.channel_counts_note_move()",
+    _trigger_function(
+        "channel_counts_move",
+        "WITH moved AS (DELETE FROM {schema}.channel_moves RETURNING queue, channel, n) "
+        + _upsert_counts(
+            f"SELECT queue, channel, {SLOT_SQL}, sum(n) FROM moved"
+            " GROUP BY queue, channel HAVING sum(n) <> 0 ORDER BY queue, channel"
+        ),
+    ),
+    "CREATE TRIGGER channel_counts_move AFTER UPDATE OF queue, channel ON {schema}.messages"
+    " FOR EACH STATEMENT EXECUTE FUNCTION {schema}.channel_counts_move()",
+    # A TRUNCATE (by hand: the store never runs one) fires no DELETE trigger.
+    _trigger_function("channel_counts_truncate", "DELETE FROM {schema}.channel_counters;"),
+    "CREATE TRIGGER channel_counts_truncate AFTER TRUNCATE ON {schema}.messages"
+    " FOR EACH STATEMENT EXECUTE FUNCTION {schema}.channel_counts_truncate()",
+]
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
@@ -158,8 +237,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         4,
         [
             # Stats without counting the queue (issue 15): how many messages each channel of a
-            # queue holds (expired ones not swept yet included), kept by every statement that
-            # adds or removes messages, in its own transaction. Sharded like queue_counters:
+            # queue holds (expired ones not swept yet included). Sharded like queue_counters:
             # each connection adds to its own row (slot = backend pid mod COUNTER_SLOTS), so
             # concurrent senders and acks never wait for one hot row; stats sums the slots.
             # A slot's total may be negative (an ack on another connection than the send).
@@ -172,16 +250,31 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 PRIMARY KEY (queue, channel, slot)
             ) WITH (fillfactor = 50)
             """,
-            # Filled from the rows as they are: SHARE mode lets nothing write messages until
-            # this transaction commits (replicas of an older version, still running during a
-            # rolling upgrade, wait here; what they write after it is not counted: upgrade
-            # them all before relying on stats, or see PostgresStore.recount_channels).
-            "LOCK TABLE {schema}.messages IN SHARE MODE",
+            # The moves of the statement running, between the two triggers that count them
+            # (_CHANNEL_TRIGGERS): empty but within one. Unlogged: nothing in it outlives a
+            # statement, so nothing needs to survive a crash.
+            """
+            CREATE UNLOGGED TABLE {schema}.channel_moves (
+                queue   bigint NOT NULL,
+                channel text COLLATE "C" NOT NULL,
+                n       integer NOT NULL
+            )
+            """,
+            # Filled from the rows as they are, then kept by triggers on messages (below), so
+            # that every statement that adds, removes or moves messages is counted whoever runs
+            # it: replicas of an older version, still serving during a rolling upgrade, write
+            # messages without knowing of this table and are counted all the same. The lock
+            # (the mode CREATE TRIGGER takes; it lets readers and SELECT ... FOR UPDATE through)
+            # lets nothing write messages until this transaction commits: writers wait here, and
+            # each of their statements is either in the count or seen by the triggers, never
+            # both, never neither.
+            "LOCK TABLE {schema}.messages IN SHARE ROW EXCLUSIVE MODE",
             # One pass over the table, not the store's index-only habits (PLANNER_SETTINGS).
             "SET LOCAL enable_seqscan = on",
             "SET LOCAL enable_sort = on",
             "INSERT INTO {schema}.channel_counters (queue, channel, slot, total)"
             " SELECT queue, channel, 0, count(*) FROM {schema}.messages GROUP BY queue, channel",
+            *_CHANNEL_TRIGGERS,
             # Stats' oldest visible message: the first entry of the queue in enqueue order that
             # is visible and unexpired; the walk skips only leased, delayed and expired ones.
             "CREATE INDEX messages_enqueued ON {schema}.messages (queue, enqueued_at)",

@@ -20,23 +20,6 @@ GRANTED_SQL = (
 SLOT_SQL = f"mod(pg_backend_pid(), {COUNTER_SLOTS})"
 
 
-def channel_counts_sql(deltas: str) -> str:
-    """The INSERT that keeps channel_counters (how many messages each channel of a queue holds;
-    schema.py, version 4) for the messages a statement added, removed or moved: `deltas` is a
-    SELECT of (queue id, channel, +1 or -1) per message, usually of a data-modifying CTE's
-    RETURNING rows. Added to this connection's slot, like queue_counters. Every statement that
-    changes which queue holds a message runs it in the same statement, as its last CTE, and
-    takes the rows in (queue, channel) order, so that statements lock counter rows in one order
-    (two connections share a slot only when their pids do mod COUNTER_SLOTS; a deadlock between
-    them is retried like any other). A move within one queue nets to nothing and writes
-    nothing."""
-    return f"""
-        INSERT INTO channel_counters AS cc (queue, channel, slot, total)
-        SELECT d.queue, d.channel, {SLOT_SQL}, sum(d.n) FROM ({deltas}) AS d(queue, channel, n)
-        GROUP BY d.queue, d.channel HAVING sum(d.n) <> 0 ORDER BY d.queue, d.channel
-        ON CONFLICT (queue, channel, slot) DO UPDATE SET total = cc.total + EXCLUDED.total"""
-
-
 def open_queue_sql(lock: str = "", ceiling: bool = False) -> str:
     """The first statement of an operation on a queue: the instant "now", the queue's row (no
     row when there is no such queue) and whether any of its messages expired (then SWEEP_SQL
@@ -67,13 +50,10 @@ SWEEP_SQL = f"""
         DELETE FROM messages WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM messages WHERE queue = %(queue)b AND expires_at <= %(now)b
             ORDER BY expires_at LIMIT {SWEEP_LIMIT} FOR UPDATE SKIP LOCKED))
-        RETURNING channel),
-    counted AS (
-        INSERT INTO queue_counters AS c (queue, slot, expired)
-        SELECT %(queue)b, {SLOT_SQL}, count(*) FROM expired HAVING count(*) > 0
-        ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired),
-    channels AS ({channel_counts_sql("SELECT %(queue)b, channel, -1 FROM expired")})
-    SELECT count(*) FROM expired
+        RETURNING 1)
+    INSERT INTO queue_counters AS c (queue, slot, expired)
+    SELECT %(queue)b, {SLOT_SQL}, count(*) FROM expired HAVING count(*) > 0
+    ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired
 """
 
 # "Not expired" as a filter, never an index condition: as one, a generic plan (psycopg prepares
@@ -291,7 +271,7 @@ def delete_sql(where: str) -> str:
     """Delete messages, leave their tombstones (runs) and count them, in one statement."""
     return f"""
         WITH gone AS (
-            DELETE FROM messages WHERE {where} RETURNING key, receipt_seq, channel),
+            DELETE FROM messages WHERE {where} RETURNING key, receipt_seq),
         marked AS (
             INSERT INTO tombstones (key, last_key, queue, receipt_seq, deleted_at)
             SELECT key, last_key, %(queue)b, receipt_seq, %(now)b FROM ({_RUNS_OF_GONE}) AS r
@@ -301,8 +281,7 @@ def delete_sql(where: str) -> str:
         counted AS (
             INSERT INTO queue_counters AS c (queue, slot, deleted)
             SELECT %(queue)b, {SLOT_SQL}, count(*) FROM gone HAVING count(*) > 0
-            ON CONFLICT (queue, slot) DO UPDATE SET deleted = c.deleted + EXCLUDED.deleted),
-        channels AS ({channel_counts_sql("SELECT %(queue)b, channel, -1 FROM gone")})
+            ON CONFLICT (queue, slot) DO UPDATE SET deleted = c.deleted + EXCLUDED.deleted)
         SELECT key FROM gone
     """
 
@@ -315,67 +294,51 @@ DELETE_ATTEMPT_SQL = delete_sql(
 # Purge: every message; those already expired (not swept yet) count as expired, not purged.
 PURGE_SQL = f"""
     WITH gone AS (
-        DELETE FROM messages WHERE queue = %(queue)b
-        RETURNING expires_at > %(now)b AS live, channel),
+        DELETE FROM messages WHERE queue = %(queue)b RETURNING expires_at > %(now)b AS live),
     counted AS (
         INSERT INTO queue_counters AS c (queue, slot, expired)
         SELECT %(queue)b, {SLOT_SQL}, count(*) FROM gone WHERE NOT live HAVING count(*) > 0
-        ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired),
-    channels AS ({channel_counts_sql("SELECT %(queue)b, channel, -1 FROM gone")})
+        ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired)
     SELECT count(*) FROM gone WHERE live
 """
 
-# A send with dedup ids (the transaction way): the rows the caller kept, counted.
-INSERT_MESSAGES_SQL = f"""
-    WITH sent AS (
-        INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,
-                              expires_at, visible_at)
-        SELECT %(queue)b, m.message_id, m.body, m.attributes::jsonb, m.channel, %(now)b,
-               m.expires_at, m.visible_at
-        FROM unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
-                    %(channels)b::text[], %(expires)b::float8[], %(visibles)b::float8[])
-             AS m(message_id, body, attributes, channel, expires_at, visible_at)
-        RETURNING channel),
-    channels AS ({channel_counts_sql("SELECT %(queue)b, channel, 1 FROM sent")})
-    SELECT count(*) FROM sent
+# A send with dedup ids (the transaction way): the rows the caller kept.
+INSERT_MESSAGES_SQL = """
+    INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,
+                          expires_at, visible_at)
+    SELECT %(queue)b, m.message_id, m.body, m.attributes::jsonb, m.channel, %(now)b,
+           m.expires_at, m.visible_at
+    FROM unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
+                %(channels)b::text[], %(expires)b::float8[], %(visibles)b::float8[])
+         AS m(message_id, body, attributes, channel, expires_at, visible_at)
 """
 
 # Dead letters: messages of %(queue)b that reached max_delivery_count (locked by the pick) move
-# to the dead letter queue %(dlq)b, counted in the source's dead_lettered total and in both
-# queues' channel counts.
+# to the dead letter queue %(dlq)b, counted in the source's dead_lettered total (and, by the
+# trigger channel_counts_move, in both queues' channel counts: schema.py).
 DEAD_LETTER_SQL = f"""
     WITH moved AS (
         UPDATE messages SET queue = %(dlq)b, visible_at = %(now)b, leased = false,
             expires_at = enqueued_at + %(retention)b, receipt_seq = receipt_seq + 1,
             source_queue = %(source)b, attempt_id = NULL
         WHERE key = ANY(%(keys)b::bigint[])
-        RETURNING channel),
-    counted AS (
-        INSERT INTO queue_counters AS c (queue, slot, dead_lettered)
-        SELECT %(queue)b, {SLOT_SQL}, count(*) FROM moved HAVING count(*) > 0
-        ON CONFLICT (queue, slot)
-        DO UPDATE SET dead_lettered = c.dead_lettered + EXCLUDED.dead_lettered),
-    channels AS ({channel_counts_sql(
-        "SELECT %(dlq)b, channel, 1 FROM moved UNION ALL SELECT %(queue)b, channel, -1 FROM moved"
-    )})
-    SELECT count(*) FROM moved
+        RETURNING 1)
+    INSERT INTO queue_counters AS c (queue, slot, dead_lettered)
+    SELECT %(queue)b, {SLOT_SQL}, count(*) FROM moved HAVING count(*) > 0
+    ON CONFLICT (queue, slot)
+    DO UPDATE SET dead_lettered = c.dead_lettered + EXCLUDED.dead_lettered
 """
 
 # Redrive: messages of %(queue)b (locked by the pick) to the queues v.queue, delivery count
-# reset, a new retention clock, counted in both queues' channel counts.
-REDRIVE_SQL = f"""
-    WITH moved AS (
-        UPDATE messages m SET queue = v.queue, delivery_count = 0,
-            visible_at = %(now)b, leased = false, source_queue = NULL,
-            receipt_seq = m.receipt_seq + 1, expires_at = v.expires_at, attempt_id = NULL
-        FROM unnest(%(keys)b::bigint[], %(queues)b::bigint[], %(expires)b::float8[])
-             AS v(key, queue, expires_at)
-        WHERE m.key = v.key
-        RETURNING m.queue, m.channel),
-    channels AS ({channel_counts_sql(
-        "SELECT queue, channel, 1 FROM moved UNION ALL SELECT %(queue)b, channel, -1 FROM moved"
-    )})
-    SELECT count(*) FROM moved
+# reset, a new retention clock (counted in both queues' channel counts by the trigger
+# channel_counts_move).
+REDRIVE_SQL = """
+    UPDATE messages m SET queue = v.queue, delivery_count = 0,
+        visible_at = %(now)b, leased = false, source_queue = NULL,
+        receipt_seq = m.receipt_seq + 1, expires_at = v.expires_at, attempt_id = NULL
+    FROM unnest(%(keys)b::bigint[], %(queues)b::bigint[], %(expires)b::float8[])
+         AS v(key, queue, expires_at)
+    WHERE m.key = v.key
 """
 
 # The channels whose counters sum to 0 (every message sent to them is gone), at most %(limit)b:
@@ -551,8 +514,7 @@ SEND_SQL = f"""
         FROM q, unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
                        %(channels)b::text[], %(ttls)b::float8[], %(delays)b::float8[])
              AS m(message_id, body, attributes, channel, ttl, delay)
-        RETURNING queue, channel),
-    channels AS ({channel_counts_sql("SELECT queue, channel, 1 FROM sent")})
+        RETURNING 1)
     SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
 """
 
@@ -601,14 +563,13 @@ DELETE_RECEIPTS_SQL = f"""
                     (SELECT seqs FROM q)[array_position((SELECT keys FROM q), key)])
                 AND expires_at + 0 > (SELECT now FROM q)
             ORDER BY key))
-        RETURNING m.key, m.receipt_seq, m.channel),
+        RETURNING m.key, m.receipt_seq),
     marked AS (
         INSERT INTO tombstones (key, last_key, queue, receipt_seq, deleted_at)
         SELECT r.key, r.last_key, q.id, r.receipt_seq, q.now FROM ({_RUNS_OF_GONE}) AS r, q),
     counted AS (
         INSERT INTO queue_counters AS c (queue, slot, deleted)
         SELECT (SELECT id FROM q), {SLOT_SQL}, count(*) FROM gone HAVING count(*) > 0
-        ON CONFLICT (queue, slot) DO UPDATE SET deleted = c.deleted + EXCLUDED.deleted),
-    channels AS ({channel_counts_sql("SELECT (SELECT id FROM q), channel, -1 FROM gone")})
+        ON CONFLICT (queue, slot) DO UPDATE SET deleted = c.deleted + EXCLUDED.deleted)
     SELECT q.now, q.id, q.has_expired, ARRAY(SELECT key FROM gone), q.near_limit FROM q
 """

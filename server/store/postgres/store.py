@@ -384,24 +384,6 @@ class PostgresStore(ChangeFeed):
             },
         )
 
-    async def recount_channels(self) -> None:
-        """Count channel_counters again from the rows: one pass over messages, while writers
-        wait. Needed only when replicas older than schema version 4 kept writing messages after
-        the migration (they do not keep the counters)."""
-
-        async def op(tx: _Tx) -> None:
-            for statement in (
-                "LOCK TABLE messages IN SHARE MODE",
-                "SET LOCAL enable_seqscan = on",
-                "SET LOCAL enable_sort = on",
-                "DELETE FROM channel_counters",
-                "INSERT INTO channel_counters (queue, channel, slot, total)"
-                " SELECT queue, channel, 0, count(*) FROM messages GROUP BY queue, channel",
-            ):
-                await tx.run(statement, {})
-
-        await self._run(op)
-
     # -- running operations ------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[_Tx], Awaitable[T]], one_read: bool = False) -> T:
@@ -703,11 +685,20 @@ class PostgresStore(ChangeFeed):
                 else:
                     dead_lettered, expired, deleted = a, b, c
             channels = {}
-            for channel, total in held.items():
-                live = total - unswept.get(channel, 0)
-                if live > 0:  # channels with at least one (unexpired) message, as base.py says
-                    leased, delayed = unavailable.get(channel, (0, 0))
-                    channels[channel] = CountsByState(live - leased - delayed, leased, delayed)
+            for channel in sorted(held.keys() | unavailable.keys()):
+                leased, delayed = unavailable.get(channel, (0, 0))
+                visible = held.get(channel, 0) - unswept.get(channel, 0) - leased - delayed
+                if visible < 0:
+                    # Counters short of the rows: only if something wrote messages behind the
+                    # triggers' back (schema.py, version 4). Never a negative count (the
+                    # exactness tests compare the counters with the rows, not this).
+                    log.warning(
+                        "channel_counters of queue %s, channel %r: %d short of the rows",
+                        name, channel, -visible,
+                    )
+                    visible = 0
+                if visible or leased or delayed:  # channels with an unexpired message (base.py)
+                    channels[channel] = CountsByState(visible, leased, delayed)
             return QueueStats.from_channels(
                 channels,
                 oldest,
