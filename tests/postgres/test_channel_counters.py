@@ -22,27 +22,10 @@ from leaseq.server.errors import LeaseqError
 from leaseq.server.store import postgres as pg
 from leaseq.server.store.base import NewMessage, QueueConfig, QueueStats, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
-from tests.support.postgres import connect, store_url
+from tests.support.postgres import channel_counters, channel_rows, connect, store_url
 
 QUEUES = ("a", "b", "dlq")
 CHANNELS = ("", "red", "blue", "green")
-
-
-def _counters(schema: str) -> dict[tuple[int, str], int]:
-    with connect() as conn:
-        rows = conn.execute(
-            f'SELECT queue, channel, sum(total) FROM "{schema}".channel_counters'
-            " GROUP BY queue, channel HAVING sum(total) <> 0"
-        ).fetchall()
-    return {(queue, channel): int(total) for queue, channel, total in rows}
-
-
-def _rows(schema: str) -> dict[tuple[int, str], int]:
-    with connect() as conn:
-        rows = conn.execute(
-            f'SELECT queue, channel, count(*) FROM "{schema}".messages GROUP BY queue, channel'
-        ).fetchall()
-    return {(queue, channel): total for queue, channel, total in rows}
 
 
 def _counted_stats(schema: str, name: str, now: float) -> dict[str, Any]:
@@ -98,7 +81,7 @@ async def _check(schema: str, stores: list[PostgresStore], clock: FakeClock) -> 
             continue  # deleted by the mix
         assert _shown(stats) == _counted_stats(schema, name, clock.now()), name
         assert stats.total == sum(c.total for c in stats.channels.values())
-    assert _counters(schema) == _rows(schema)
+    assert channel_counters(schema) == channel_rows(schema)
 
 
 async def _create_queues(store: PostgresStore) -> None:
@@ -214,7 +197,7 @@ async def test_counters_equal_the_rows_after_random_operations_on_two_replicas(
         # Housekeeping drops the rows of channels that hold nothing, and changes no count.
         await stores[1].housekeep()
         await _check(schema, stores, clock)
-        assert _counter_rows(schema) - _rows(schema).keys() == set()
+        assert _counter_rows(schema) - channel_rows(schema).keys() == set()
         # DeleteQueue takes its counters along; a purge leaves only rows that sum to 0.
         await stores[0].delete_queue("b")
         await _check(schema, stores, clock)
@@ -303,7 +286,7 @@ async def test_housekeeping_drops_the_rows_of_channels_that_hold_nothing(
     assert len(_counter_rows(schema)) == 51
     await store.housekeep()
     assert _counter_rows(schema) == {(q, "kept") for q, _ in _counter_rows(schema)}
-    assert _counters(schema) == _rows(schema)
+    assert channel_counters(schema) == channel_rows(schema)
     await store.send("q", [NewMessage(body=b"m", channel="c1")])
     assert {ch: c.total for ch, c in (await store.stats("q")).channels.items()} == {
         "kept": 1, "c1": 1,
@@ -386,7 +369,7 @@ async def test_writers_of_an_older_version_are_counted(
         ids = dict(conn.execute(f'SELECT name, id FROM "{schema}".queues').fetchall())
     for _ in range(3):
         _write_as_an_older_version(schema, ids["a"], ids["dlq"], clock)
-        assert _counters(schema) == _rows(schema)
+        assert channel_counters(schema) == channel_rows(schema)
         for _ in range(40):
             await mix.step()
         await _check(schema, [store], clock)
@@ -445,7 +428,7 @@ async def test_deliveries_and_lease_changes_fire_no_trigger(
     assert await store.redrive("dlq", destination="b", max_messages=2) == 2
     moved = [row for row in fired() if row[1] == ids["dlq"]]
     assert [(s, d) for _, s, d in moved] == [(ids["dlq"], ids["b"])] * 2
-    assert _counters(schema) == _rows(schema)
+    assert channel_counters(schema) == channel_rows(schema)
 
 
 async def test_stats_never_count_below_zero_when_counters_are_short(
@@ -495,7 +478,7 @@ async def test_counters_stay_exact_under_concurrent_replicas(schema: str) -> Non
                     await store.delete("q", acked)
 
         await asyncio.gather(*(worker(stores[i % 2], i) for i in range(8)))
-        assert _counters(schema) == _rows(schema)
+        assert channel_counters(schema) == channel_rows(schema)
         stats = await stores[1].stats("q")
         assert _shown(stats) == _counted_stats(schema, "q", clock.now())
         with connect() as conn:

@@ -10,7 +10,7 @@ from leaseq.server.store import open_store
 from leaseq.server.store import postgres as pg
 from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
-from tests.support.postgres import connect, store_url
+from tests.support.postgres import channel_counters, channel_rows, connect, store_url
 
 
 def _tables(schema: str) -> set[str]:
@@ -254,27 +254,10 @@ async def test_a_version_3_schema_migrated_counts_its_channels(
                 f"UPDATE {m} SET queue = (SELECT id FROM \"{schema}\".queues WHERE name = 'q')"
                 f" WHERE key IN (SELECT key FROM {m} WHERE channel = 'green' LIMIT 2)"
             )
-        assert _channel_counts(schema) == _channel_rows(schema)
+        assert channel_counters(schema) == channel_rows(schema)
         assert (await store.stats("q")).total == 3 + 2 - 1 + 2
     finally:
         await store.close()
-
-
-def _channel_counts(schema: str) -> dict[tuple[int, str], int]:
-    with connect() as conn:
-        rows = conn.execute(
-            f'SELECT queue, channel, sum(total) FROM "{schema}".channel_counters'
-            " GROUP BY queue, channel HAVING sum(total) <> 0"
-        ).fetchall()
-    return {(queue, channel): int(total) for queue, channel, total in rows}
-
-
-def _channel_rows(schema: str) -> dict[tuple[int, str], int]:
-    with connect() as conn:
-        rows = conn.execute(
-            f'SELECT queue, channel, count(*) FROM "{schema}".messages GROUP BY queue, channel'
-        ).fetchall()
-    return {(queue, channel): total for queue, channel, total in rows}
 
 
 async def test_writes_of_version_3_replicas_during_the_migration_are_counted_once(
@@ -338,4 +321,4 @@ async def test_writes_of_version_3_replicas_during_the_migration_are_counted_onc
         stop.set()
         thread.join()
     assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
-    assert _channel_counts(schema) == _channel_rows(schema)
+    assert channel_counters(schema) == channel_rows(schema)

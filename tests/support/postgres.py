@@ -86,3 +86,22 @@ def connect(**kwargs: object):
     import psycopg
 
     return psycopg.connect(dsn(), autocommit=True, **kwargs)
+
+
+def channel_counters(schema: str) -> dict[tuple[int, str], int]:
+    """The PostgreSQL store's channel_counters, slots summed: (queue id, channel) -> messages."""
+    with connect() as conn:
+        rows = conn.execute(
+            f'SELECT queue, channel, sum(total) FROM "{schema}".channel_counters'
+            " GROUP BY queue, channel HAVING sum(total) <> 0"
+        ).fetchall()
+    return {(queue, channel): int(total) for queue, channel, total in rows}
+
+
+def channel_rows(schema: str) -> dict[tuple[int, str], int]:
+    """What channel_counters should say: the messages rows counted, (queue id, channel) -> n."""
+    with connect() as conn:
+        rows = conn.execute(
+            f'SELECT queue, channel, count(*) FROM "{schema}".messages GROUP BY queue, channel'
+        ).fetchall()
+    return {(queue, channel): total for queue, channel, total in rows}
