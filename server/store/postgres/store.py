@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import logging
 import math
-import os
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -734,11 +733,12 @@ class PostgresStore(ChangeFeed):
             # A repeat later in this batch is a duplicate of the first (whatever the window).
             first: dict[str, str] = {}  # dedup_id -> message_id of its first entry
             ids: list[str] = []
+            fresh = iter(new_message_ids(len(messages)))
             for m in messages:
                 if m.dedup_id and m.dedup_id in first:
                     ids.append(first[m.dedup_id])
                     continue
-                message_id = os.urandom(16).hex()
+                message_id = next(fresh)
                 ids.append(message_id)
                 if m.dedup_id:
                     first[m.dedup_id] = message_id

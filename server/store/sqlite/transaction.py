@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import json
 import math
-import os
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
