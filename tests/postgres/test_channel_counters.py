@@ -12,7 +12,10 @@ restart. Time is a FakeClock shared by both stores.
 
 from __future__ import annotations
 
+import asyncio
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -26,6 +29,24 @@ from tests.support.postgres import channel_counters, channel_rows, connect, stor
 
 QUEUES = ("a", "b", "dlq")
 CHANNELS = ("", "red", "blue", "green")
+
+
+@asynccontextmanager
+async def _two_replicas(
+    schema: str, clock: FakeClock, pool_min: int, pool_max: int
+) -> AsyncIterator[list[PostgresStore]]:
+    """Two stores on one schema (replicas) sharing `clock`, open for the block, closed after."""
+    stores = [
+        PostgresStore.from_url(store_url(schema, pool_min=pool_min, pool_max=pool_max), clock=clock)
+        for _ in range(2)
+    ]
+    for store in stores:
+        await store.open()
+    try:
+        yield stores
+    finally:
+        for store in stores:
+            await store.close()
 
 
 def _counted_stats(schema: str, name: str, now: float) -> dict[str, Any]:
@@ -181,13 +202,7 @@ async def test_counters_equal_the_rows_after_random_operations_on_two_replicas(
     schema: str, seed: int, small_sweeps: None
 ) -> None:
     clock = FakeClock()
-    stores = [
-        PostgresStore.from_url(store_url(schema, pool_min=1, pool_max=3), clock=clock)
-        for _ in range(2)
-    ]
-    for store in stores:
-        await store.open()
-    try:
+    async with _two_replicas(schema, clock, pool_min=1, pool_max=3) as stores:
         await _create_queues(stores[0])
         mix = Mix(seed, stores, clock)
         for step in range(160):
@@ -206,9 +221,6 @@ async def test_counters_equal_the_rows_after_random_operations_on_two_replicas(
         await _check(schema, stores, clock)
         await stores[0].housekeep()
         assert _counter_rows(schema) == set()
-    finally:
-        for store in stores:
-            await store.close()
 
 
 def _counter_rows(schema: str) -> set[tuple[int, str]]:
@@ -452,16 +464,8 @@ async def test_counters_stay_exact_under_concurrent_replicas(schema: str) -> Non
     """Sends, receives and acks at once through two replicas (several connections each: rows
     of several slots, upserted concurrently), channels mixed in every batch: the counters are
     the rows, and stats are counted right."""
-    import asyncio
-
     clock = FakeClock()
-    stores = [
-        PostgresStore.from_url(store_url(schema, pool_min=4, pool_max=4), clock=clock)
-        for _ in range(2)
-    ]
-    for store in stores:
-        await store.open()
-    try:
+    async with _two_replicas(schema, clock, pool_min=4, pool_max=4) as stores:
         await stores[0].create_queue("q", QueueConfig())
 
         async def worker(store: PostgresStore, seed: int) -> None:
@@ -486,6 +490,3 @@ async def test_counters_stay_exact_under_concurrent_replicas(schema: str) -> Non
                 f'SELECT count(DISTINCT slot) FROM "{schema}".channel_counters'
             ).fetchall()
         assert slots > 1
-    finally:
-        for store in stores:
-            await store.close()
