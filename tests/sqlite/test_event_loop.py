@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from leaseq.server.clock import FakeClock
 from leaseq.server.errors import Unavailable
 from leaseq.server.store.base import NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SqliteStore, writer
-
-from leaseq.server.clock import FakeClock
 
 from .conftest import held_writer, run_on_writer, until, waiting_operations
 
