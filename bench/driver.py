@@ -2,7 +2,8 @@
 
 Start protocol: every worker connects and reports "ready"; then the driver writes the window
 (start, begin = start + warm-up, end = begin + duration) and sets the start event, so no process
-start-up or connection set-up falls in the window. Server CPU is read at begin and end.
+start-up or connection set-up falls in the window. Server CPU (and, on PostgreSQL, the database
+backends' CPU: database_cpu.py) is read at begin and end.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cpu import CpuMeter
+from .database_cpu import DatabaseCpuMeter
 from .workers import Job, worker_main
 
 READY_TIMEOUT = 60.0
@@ -43,6 +45,8 @@ class Outcome:
     window: Window
     server_cpu_percent: float | None
     server_cpu_seconds: float | None = None  # over the window
+    database_cpu_percent: float | None = None  # the store's PostgreSQL backends (None: unknown)
+    database_cpu_seconds: float | None = None
     # With an interval: (seconds since the window began, each job's counter) at every interval's
     # end, the first at 0 (the counters are what the workers report as progress).
     timeline: list[tuple[float, list[int]]] = field(default_factory=list)
@@ -100,6 +104,7 @@ def run_workers(
     progress: Progress | None = None,
     after_end: Callable[[Window], None] | None = None,
     interval: float = 0.0,
+    database_meter: DatabaseCpuMeter | None = None,
 ) -> Outcome:
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
@@ -132,6 +137,8 @@ def run_workers(
             now = time.monotonic()
             if not metering and now >= window.begin:
                 meter.start()
+                if database_meter is not None:
+                    database_meter.start()
                 metering = True
             if interval > 0 and now >= next_sample and next_sample < window.end:
                 timeline.append((now - window.begin, list(counters)))
@@ -148,6 +155,9 @@ def run_workers(
                 pause = min(pause, max(0.001, window.begin - now))
             time.sleep(max(0.0, pause))
         cpu = meter.stop() if metering else None
+        database_cpu = (
+            database_meter.stop() if metering and database_meter is not None else None
+        )
         if interval > 0:
             timeline.append((time.monotonic() - window.begin, list(counters)))
         if progress is not None:
@@ -159,7 +169,7 @@ def run_workers(
             process.join(timeout=10)
         return Outcome(
             [collector.reports[job.index] for job in jobs], window, cpu, meter.cpu_seconds,
-            timeline,
+            database_cpu, database_meter.cpu_seconds if database_meter else None, timeline,
         )
     finally:
         for process in processes:  # only after a failure: the others ended above

@@ -98,7 +98,11 @@ def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
         baseline = any(r.baseline_msgs_per_s is not None for r in results)
         if baseline:
             columns += ["raw SQLite msgs/s", "x raw", "raw µs/msg"]
-        columns += ["server CPU %", "server µs/msg", "client CPU %"]
+        columns += ["server CPU %", "server µs/msg"]
+        database = any(r.database_cpu_percent is not None for r in results)
+        if database:
+            columns += ["database CPU %", "database µs/msg"]
+        columns += ["client CPU %"]
         for column in columns:
             table.add_column(column, justify="right")
         for result in results:
@@ -118,8 +122,10 @@ def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
                 row += [_rate(result.baseline_msgs_per_s),
                         "-" if result.baseline_ratio is None else f"{result.baseline_ratio:.2f}x",
                         _ms(result.baseline_cpu_us_per_msg)]
-            row += [_ms(result.server_cpu_percent), _ms(result.server_cpu_us_per_msg),
-                    _ms(result.client_cpu_percent)]
+            row += [_ms(result.server_cpu_percent), _ms(result.server_cpu_us_per_msg)]
+            if database:
+                row += [_ms(result.database_cpu_percent), _ms(result.database_cpu_us_per_msg)]
+            row += [_ms(result.client_cpu_percent)]
             table.add_row(*row)
     console.print(table)
     for result in results:

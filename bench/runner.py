@@ -7,6 +7,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from urllib.parse import urlsplit
 
+from .database_cpu import DatabaseCpuMeter, with_application_name
 from .inprocess import run_in_process
 from .launcher import running_server, store_for
 from .report import ProgressBar
@@ -29,14 +30,18 @@ def run(settings: Settings, bar: ProgressBar) -> list[RunResult]:
     total = settings.warmup + settings.duration
     results: list[RunResult] = []
     with ExitStack() as stack:
+        database_meter = None
         if settings.target is not None:
             target, pid = settings.target, settings.server_pid
         else:
             url = stack.enter_context(store_for(settings.store, settings.dsn))
+            if settings.store == "postgres":  # a fresh schema: its backends are the bench's own
+                url = with_application_name(url)
+                database_meter = DatabaseCpuMeter(url)
             server = stack.enter_context(running_server(url))
             target, pid = server.target, server.pid
         for batch in settings.batches:
-            results.append(run_grpc(settings, batch, target, pid, bar))
+            results.append(run_grpc(settings, batch, target, pid, bar, database_meter))
     if settings.in_process:
         kind, dsn = in_process_store(settings)
         for result in results:

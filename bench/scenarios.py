@@ -23,6 +23,7 @@ import grpc
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 
+from .database_cpu import DatabaseCpuMeter
 from .driver import Outcome, Progress, Window, run_workers
 from .report import ProgressBar
 from .settings import MAX_BATCH, MAX_REQUEST_BYTES, RunResult, Settings
@@ -88,6 +89,7 @@ def run_grpc(
     target: str,
     server_pid: int | None,
     bar: ProgressBar,
+    database_meter: DatabaseCpuMeter | None = None,
 ) -> RunResult:
     queue = f"bench-{settings.scenario}-{batch}-{secrets.token_hex(4)}"
     admin = Admin(target)
@@ -111,6 +113,7 @@ def run_grpc(
             outcome = run_workers(
                 jobs, settings.warmup, settings.duration, server_pid, progress, after_end,
                 interval=settings.interval if settings.scenario in ("send", "cycle") else 0.0,
+                database_meter=database_meter,
             )
         result = _merge(settings, batch, jobs, outcome)
         arrivals = [r["last_arrival"] for r in outcome.reports if r.get("last_arrival")]
@@ -205,6 +208,9 @@ def _merge(settings: Settings, batch: int, jobs: list[Job], outcome: Outcome) ->
     result.server_cpu_percent = outcome.server_cpu_percent
     if settings.scenario in ("send", "cycle") and counted and outcome.server_cpu_seconds:
         result.server_cpu_us_per_msg = round(1e6 * outcome.server_cpu_seconds / counted, 2)
+    result.database_cpu_percent = outcome.database_cpu_percent
+    if settings.scenario in ("send", "cycle") and counted and outcome.database_cpu_seconds:
+        result.database_cpu_us_per_msg = round(1e6 * outcome.database_cpu_seconds / counted, 2)
     client_cpu = sum(r.get("cpu_s", 0.0) for r in reports)
     if settings.scenario != "wake" and outcome.window.duration > 0:
         result.client_cpu_percent = round(100 * client_cpu / outcome.window.duration, 2)

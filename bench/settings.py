@@ -102,6 +102,9 @@ class RunResult:
     # Server CPU time (all threads) over the window per message counted: the figure that load
     # on the machine disturbs least (send, cycle).
     server_cpu_us_per_msg: float | None = None
+    # --store postgres: the PostgreSQL backends of the server's connections (bench/database_cpu.py)
+    database_cpu_percent: float | None = None
+    database_cpu_us_per_msg: float | None = None
     client_cpu_percent: float | None = None  # all client processes together
     in_process_msgs_per_s: float | None = None
     in_process_p50_ms: float | None = None

@@ -14,6 +14,7 @@ import grpc
 import pytest
 from click.testing import CliRunner
 
+from leaseq.bench.database_cpu import DatabaseCpuMeter, with_application_name
 from leaseq.cli.main import cli
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
@@ -181,7 +182,22 @@ def test_postgres() -> None:
                 "--in-process", *SHORT)
     assert_run(run, "cycle", "postgres")
     assert run["in_process_msgs_per_s"] > 0
+    # The database on this machine: its backends' CPU beside the server's.
+    assert run["database_cpu_percent"] > 0 and run["database_cpu_us_per_msg"] > 0
     assert not (_bench_schemas() - before)  # the fresh schemas were dropped
+
+
+def test_database_cpu_of_no_backend_is_unknown() -> None:
+    """A meter whose application_name no backend has gives no figure, not 0%."""
+    postgres.require_postgres()
+    meter = DatabaseCpuMeter(with_application_name(postgres.dsn()))
+    meter.start()
+    assert meter.stop() is None and meter.cpu_seconds is None
+
+
+def test_database_cpu_only_for_postgres() -> None:
+    run = bench("send", "--store", "sqlite", "--batch", "10", *SHORT)
+    assert run["database_cpu_percent"] is None and run["database_cpu_us_per_msg"] is None
 
 
 def _bench_schemas() -> set[str]:
