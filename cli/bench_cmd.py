@@ -262,7 +262,9 @@ def bench(
     except KeyboardInterrupt:
         raise click.Abort() from None
     except Exception as error:  # a failed run: one message, not a traceback
-        raise click.ClickException(f"the benchmark failed: {error}") from error
+        # One line: libpq's messages, for one, end with a hint on a line of its own.
+        reason = " ".join(str(error).split())
+        raise click.ClickException(f"the benchmark failed: {reason}") from error
     if as_json:
         print_json(results)
     else:

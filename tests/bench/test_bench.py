@@ -231,6 +231,19 @@ def test_bad_options(args: list[str], message: str) -> None:
     assert message in result.output
 
 
+def test_unreachable_database_is_one_line() -> None:
+    """libpq's message ends with a hint on a line of its own; the bench prints one line."""
+    done = subprocess.run(
+        [sys.executable, "-m", "leaseq.cli", "bench", "send", "--store", "postgres", "--dsn",
+         "postgresql://postgres@127.0.0.1:1/test", *SHORT],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: the benchmark failed: "), done.stderr
+    assert "Connection refused" in lines[0]
+
+
 def test_plot_needs_matplotlib(tmp_path) -> None:
     path = tmp_path / "send.png"
     try:
