@@ -27,6 +27,20 @@ def _meta(schema: str, name: str) -> bytes | None:
     return None if row is None else bytes(row[0])
 
 
+async def _open_at_version(
+    url: str, monkeypatch: pytest.MonkeyPatch, version: int, *queues: str
+) -> PostgresStore:
+    """A store opened as schema `version` made it (only its migrations; monkeypatch.undo()
+    brings back the current ones), with these queues."""
+    monkeypatch.setattr(pg, "MIGRATIONS", pg.MIGRATIONS[:version])
+    monkeypatch.setattr(pg, "SCHEMA_VERSION", version)
+    store = PostgresStore.from_url(url)
+    await store.open()
+    for name in queues:
+        await store.create_queue(name, QueueConfig())
+    return store
+
+
 async def test_replicas_starting_at_once_create_the_schema_once(schema: str, url: str) -> None:
     stores = [PostgresStore.from_url(url) for _ in range(5)]
     # All at once on a schema that does not exist yet: the advisory lock makes them take turns;
@@ -147,11 +161,7 @@ async def test_a_version_2_schema_migrated_keeps_its_tombstones(
 ) -> None:
     """Version 3 makes tombstones runs (last_key); the one-key rows of version 2 stay as they
     are (last_key NULL) and keep answering ALREADY_DELETED / RECEIPT_SUPERSEDED."""
-    monkeypatch.setattr(pg, "MIGRATIONS", pg.MIGRATIONS[:2])
-    monkeypatch.setattr(pg, "SCHEMA_VERSION", 2)
-    old = PostgresStore.from_url(url)
-    await old.open()
-    await old.create_queue("q", QueueConfig())
+    old = await _open_at_version(url, monkeypatch, 2, "q")
     _send_as_before_version_4(schema, "q", [str(i).encode() for i in range(4)])
     first = (await old.receive("q", 4, 60.0)).messages
     await old.change_visibility("q", [VisibilityChange(first[0].receipt, 0.0)])
@@ -198,12 +208,7 @@ async def test_a_version_3_schema_migrated_counts_its_channels(
 ) -> None:
     """Version 4 adds channel_counters, filled from the rows already there (expired ones not
     swept yet included), and messages_enqueued: stats afterwards are what counting said."""
-    monkeypatch.setattr(pg, "MIGRATIONS", pg.MIGRATIONS[:3])
-    monkeypatch.setattr(pg, "SCHEMA_VERSION", 3)
-    old = PostgresStore.from_url(url)
-    await old.open()
-    await old.create_queue("q", QueueConfig())
-    await old.create_queue("other", QueueConfig())
+    old = await _open_at_version(url, monkeypatch, 3, "q", "other")
     _send_as_before_version_4(schema, "q", [b"a", b"b", b"c"], ["", "red", "red"])
     _send_as_before_version_4(schema, "q", [b"late"], ["blue"], delay=600.0)
     _send_as_before_version_4(schema, "other", [b"x"] * 5, ["green"] * 5)
@@ -269,12 +274,7 @@ async def test_writes_of_version_3_replicas_during_the_migration_are_counted_onc
     rows afterwards, exactly."""
     import threading
 
-    monkeypatch.setattr(pg, "MIGRATIONS", pg.MIGRATIONS[:3])
-    monkeypatch.setattr(pg, "SCHEMA_VERSION", 3)
-    old = PostgresStore.from_url(url)
-    await old.open()
-    await old.create_queue("q", QueueConfig())
-    await old.create_queue("dlq", QueueConfig())
+    old = await _open_at_version(url, monkeypatch, 3, "q", "dlq")
     await old.close()
     monkeypatch.undo()
     _send_as_before_version_4(schema, "q", [b"m"] * 50, ["a", "b"] * 25)
