@@ -12,38 +12,31 @@ from __future__ import annotations
 
 import secrets
 import time
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from .cpu import process_cpu_seconds
+from .launcher import with_query_param
 
 APPLICATION_NAME_PREFIX = "leaseq-bench-"
-
-# leaseq's own URL parameters, which libpq does not know (server/store/postgres/settings.py).
-_STORE_PARAMS = ("schema", "pool_min", "pool_max", "pool_timeout")
 
 
 def with_application_name(url: str) -> str:
     """The store URL with a fresh application_name for the server's connections (one that names
     no one else's)."""
-    parts = urlsplit(url)
-    query = [
-        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        if k != "application_name"
-    ]
-    query.append(("application_name", APPLICATION_NAME_PREFIX + secrets.token_hex(6)))
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    return with_query_param(url, "application_name", APPLICATION_NAME_PREFIX + secrets.token_hex(6))
 
 
 def _backend_pids(url: str, application_name: str) -> list[int]:
-    import psycopg
+    import psycopg  # here, as in launcher.py: the bench runs without the postgres extra
 
-    parts = urlsplit(url)
-    query = [
-        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        if k not in _STORE_PARAMS and k != "application_name"
-    ]
-    plain = urlunsplit(parts._replace(query=urlencode(query)))
-    with psycopg.connect(plain, autocommit=True, connect_timeout=10) as conn:
+    from leaseq.server.store.postgres.settings import parse_url
+
+    # libpq's part of the store URL (the store's own parsing), under a name of its own: this
+    # connection's backend is not one of those measured.
+    with psycopg.connect(
+        parse_url(url).conninfo, application_name=APPLICATION_NAME_PREFIX + "meter",
+        autocommit=True, connect_timeout=10,
+    ) as conn:
         rows = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (application_name,)
         ).fetchall()

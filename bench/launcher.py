@@ -36,24 +36,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _with_schema(dsn: str, schema: str) -> str:
-    parts = urlsplit(dsn)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "schema"]
-    query.append(("schema", schema))
+def with_query_param(url: str, name: str, value: str) -> str:
+    """The URL with its query parameter `name` set to value (any earlier one replaced)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != name]
+    query.append((name, value))
     return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def _with_schema(dsn: str, schema: str) -> str:
+    return with_query_param(dsn, "schema", schema)
 
 
 def _drop_schema(dsn: str, schema: str) -> None:
     import psycopg
 
+    from leaseq.server.store.postgres.settings import parse_url
+
     # The DSN may carry leaseq's own parameters (schema, pool sizes): libpq knows none of them.
-    parts = urlsplit(dsn)
-    query = [
-        (k, v)
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        if k not in ("schema", "pool_min", "pool_max", "pool_timeout")
-    ]
-    plain = urlunsplit(parts._replace(query=urlencode(query)))
+    plain = parse_url(_with_schema(dsn, schema)).conninfo
     with psycopg.connect(plain, autocommit=True, connect_timeout=10) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
