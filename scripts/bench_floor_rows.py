@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 import time
+from statistics import median
 from typing import Any
 
 # (row, scenario arguments, target)
@@ -57,16 +58,10 @@ def _bench(arguments: list[str], duration: float) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def _ratio_cell(ratios: list[float]) -> str:
     if len(ratios) == 1:
         return f"{ratios[0]:.2f}x"
-    return f"{_median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+    return f"{median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def _met_cell(met: list[bool]) -> str:
@@ -101,19 +96,19 @@ def main() -> None:
         row_runs = runs[row]
         ratios = [run["baseline_ratio"] for run in row_runs]
         lines.append(
-            f"| {row} | {_median([r['msgs_per_s'] for r in row_runs]):,.0f} |"
-            f" {_median([r['baseline_msgs_per_s'] for r in row_runs]):,.0f} |"
+            f"| {row} | {median([r['msgs_per_s'] for r in row_runs]):,.0f} |"
+            f" {median([r['baseline_msgs_per_s'] for r in row_runs]):,.0f} |"
             f" {_ratio_cell(ratios)} |"
-            f" {_median([r['server_cpu_us_per_msg'] for r in row_runs]):.2f} | >= {target}x |"
+            f" {median([r['server_cpu_us_per_msg'] for r in row_runs]):.2f} | >= {target}x |"
             f" {_met_cell([ratio >= target for ratio in ratios])} |"
         )
     empties, backlogs = runs["cycle b1000, empty"], runs["cycle b1000, backlog 1M"]
     ratios = [b["msgs_per_s"] / e["msgs_per_s"] for e, b in zip(empties, backlogs)]
     stats = [b["stats_p50_ms"] for b in backlogs]
     lines.append(
-        f"| cycle b1000 over 1,000,000 waiting | {_median([b['msgs_per_s'] for b in backlogs]):,.0f} |"
-        f" {_median([e['msgs_per_s'] for e in empties]):,.0f} (empty queue) | {_ratio_cell(ratios)} |"
-        f" {_median([b['server_cpu_us_per_msg'] for b in backlogs]):.2f} |"
+        f"| cycle b1000 over 1,000,000 waiting | {median([b['msgs_per_s'] for b in backlogs]):,.0f} |"
+        f" {median([e['msgs_per_s'] for e in empties]):,.0f} (empty queue) | {_ratio_cell(ratios)} |"
+        f" {median([b['server_cpu_us_per_msg'] for b in backlogs]):.2f} |"
         f" >= 0.8x; stats <= 5 ms ({max(stats)} ms at most) |"
         f" {_met_cell([r >= 0.8 and ms <= 5 for r, ms in zip(ratios, stats)])} |"
     )
