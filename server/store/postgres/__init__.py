@@ -72,9 +72,9 @@ and the oldest visible one (messages_enqueued, past the unavailable ones); visib
 expired - leased - delayed (never below 0, should the counters ever be short: a warning says
 so). Its cost follows the leased, delayed and expired messages and the dead index entries not
 vacuumed yet, not the backlog: at 1,000,000 waiting 0.1 ms of the database (2,256 ms at
-10,000,000 when it counted the rows). Housekeeping removes the
-rows of channels whose slots sum to 0 (locked and summed again first), so a queue that used
-many channel names keeps no rows for them. The migration fills the table from the rows and
+10,000,000 when it counted the rows). Housekeeping removes the rows of channels whose slots sum
+to 0 (locked and summed again first), so a queue that used many channel names keeps no rows for
+them. The migration fills the table from the rows and
 creates the triggers in one transaction, with writers locked out meanwhile: no write is missed
 or counted twice.
 
