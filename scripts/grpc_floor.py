@@ -17,6 +17,15 @@ message (its CPU and its wait for fsync, `raw wall`) and gRPC's (`gRPC`, CPU), c
 most raw wall / (raw wall + gRPC) of the raw loop's rate when it waits for each fsync on the
 event loop (as the SQLite writer does for light groups), and raw wall / max(raw wall, raw CPU +
 gRPC) if the fsync waits overlapped gRPC's work perfectly: the two "ceiling" lines.
+
+    python scripts/grpc_floor.py --per-rpc [--store sqlite|memory] [--batch 100] [--calls 1000]
+
+splits one call of each hot RPC instead: one client makes --calls calls of SendMessages (batch
+messages each), GetMessages (batch, no wait), DeleteMessages (the receipts of one receive) and
+GetQueueStats, one after the other, first to `leaseq serve` over a fresh store, then the same
+requests to the do-nothing server (GetMessages there a server stream of one empty message, as
+leaseq answers it). For each it prints the server's CPU per call on both and the difference:
+what the store and leaseq's service layer add to gRPC's own cost of the call.
 """
 
 from __future__ import annotations
@@ -28,18 +37,35 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
 
 from leaseq.bench.baseline import run_baseline
-from leaseq.bench.launcher import free_port
+from leaseq.bench.cpu import process_cpu_seconds
+from leaseq.bench.launcher import free_port, running_server, store_for
 from leaseq.server.app import SERVER_OPTIONS
+from leaseq.v1 import queue_service_pb2 as pb
+from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
+
+STREAMING = ("GetMessages",)
+"""leaseq's server-streaming RPCs among those measured: the do-nothing server answers them with
+one message on a stream, as leaseq answers a GetMessages that is not a follow."""
 
 
 class _AnswerEmpty(grpc.GenericRpcHandler):
-    """Every method, unary: empty bytes (a valid empty message of any type)."""
+    """Every method: empty bytes (a valid empty message of any type), once; on a stream for
+    STREAMING methods, else unary."""
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        if handler_call_details.method.rsplit("/", 1)[-1] in STREAMING:
+
+            async def stream(request: bytes, context: grpc.aio.ServicerContext):
+                yield b""
+
+            return grpc.unary_stream_rpc_method_handler(stream)
+
         async def answer(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
             return b""
 
@@ -66,23 +92,106 @@ def _bench(args: argparse.Namespace, *extra: str) -> dict:
     return json.loads(done.stdout)
 
 
+class _DoNothingServer:
+    """The do-nothing server in a child process (a fresh interpreter, as `leaseq serve` is)."""
+
+    def __enter__(self) -> _DoNothingServer:
+        self.address = f"127.0.0.1:{free_port()}"
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", self.address], stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "serving":
+            self.__exit__()
+            raise SystemExit("the do-nothing server did not start")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.process.terminate()
+        self.process.wait()
+
+
+def _cpu_per_call(pid: int, calls: list[Callable[[], object]]) -> float:
+    """The server's CPU (µs) per call of `calls`, each a function making one call, in turn."""
+    before = process_cpu_seconds(pid)
+    for call in calls:
+        call()
+    after = process_cpu_seconds(pid)
+    if before is None or after is None:
+        raise SystemExit("the server's CPU time cannot be read (/proc)")
+    return 1e6 * (after - before) / len(calls)
+
+
+def _per_rpc(args: argparse.Namespace) -> None:
+    batch, n, queue = args.batch, args.calls, "grpc-floor"
+    send = pb.SendMessagesRequest(queue=queue, entries=[pb.SendEntry(body=b"x" * 100)] * batch)
+    receive = pb.GetMessagesRequest(queue=queue, max_messages=batch, wait_time=Duration())
+    stats = pb.GetQueueStatsRequest(name=queue)
+    deletes: list[pb.DeleteMessagesRequest] = []  # leaseq's receipts, sent to both servers
+
+    def receive_for_deletes(stub: pb_grpc.QueueServiceStub) -> None:
+        receipts = [m.receipt for reply in stub.GetMessages(receive) for m in reply.messages]
+        deletes.append(pb.DeleteMessagesRequest(queue=queue, receipts=receipts))
+
+    def measure(pid: int, target: str, first: bool) -> dict[str, float]:
+        with grpc.insecure_channel(target, options=SERVER_OPTIONS) as channel:
+            stub = pb_grpc.QueueServiceStub(channel)
+            sending = [lambda: stub.SendMessages(send)] * n
+            if first:  # leaseq: the receives leave the receipts the deletes then use
+                receiving = [lambda: receive_for_deletes(stub)] * n
+            else:
+                receiving = [lambda: list(stub.GetMessages(receive))] * n
+            return {
+                "SendMessages": _cpu_per_call(pid, sending),
+                "GetMessages": _cpu_per_call(pid, receiving),
+                "DeleteMessages": _cpu_per_call(
+                    pid, [lambda d=d: stub.DeleteMessages(d) for d in deletes]
+                ),
+                "GetQueueStats": _cpu_per_call(pid, [lambda: stub.GetQueueStats(stats)] * n),
+            }
+
+    with store_for(args.store, args.dsn, prefix="grpc_floor") as url, running_server(url) as real:
+        assert real.pid is not None
+        with grpc.insecure_channel(real.target) as channel:
+            pb_grpc.QueueServiceStub(channel).CreateQueue(
+                pb.CreateQueueRequest(name=queue, config=pb.QueueConfig(max_in_flight=10**7))
+            )
+        leaseq = measure(real.pid, real.target, first=True)
+    if any(len(d.receipts) != batch for d in deletes):
+        raise SystemExit("a GetMessages came back short: the deletes measured would not be alike")
+    with _DoNothingServer() as noop:
+        nothing = measure(noop.process.pid, noop.address, first=False)
+
+    print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), f"load {os.getloadavg()[0]:.2f}")
+    print(f"one client, {n} calls of each, batch {batch}, leaseq over {args.store}:"
+          " the server's CPU per call, µs")
+    print(f"{'RPC':<16}{'leaseq':>10}{'do-nothing':>12}{'leaseq adds':>13}{'per message':>13}")
+    for method, cost in leaseq.items():
+        extra = cost - nothing[method]
+        per_message = f"{extra / batch:13.2f}" if method != "GetQueueStats" else f"{'-':>13}"
+        print(f"{method:<16}{cost:10.0f}{nothing[method]:12.0f}{extra:13.0f}{per_message}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--per-rpc", action="store_true", help="split one call of each hot RPC")
+    parser.add_argument("--store", choices=("sqlite", "memory", "postgres"), default="sqlite")
+    parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--calls", type=int, default=1000, help="--per-rpc: calls of each RPC")
     args = parser.parse_args()
+    if not 1 <= args.batch <= 10_000:
+        parser.error("--batch takes 1 to 10,000")
+    if args.calls < 1:
+        parser.error("--calls takes 1 or more")
+    if args.per_rpc:
+        _per_rpc(args)
+        return
 
-    address = f"127.0.0.1:{free_port()}"
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", address], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None and server.stdout.readline().strip() == "serving"
-        noop = _bench(args, "--target", address, "--server-pid", str(server.pid))
-    finally:
-        server.terminate()
-        server.wait()
+    with _DoNothingServer() as server:
+        noop = _bench(args, "--target", server.address, "--server-pid", str(server.process.pid))
     raw = run_baseline("send", args.batch, args.duration)
     real = _bench(args, "--baseline")
 

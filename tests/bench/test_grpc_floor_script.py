@@ -1,0 +1,34 @@
+"""scripts/grpc_floor.py --per-rpc: each hot RPC's call, on leaseq and on the do-nothing server,
+runs end to end (a memory store and a few calls: the figures themselves are the script's
+business, not a test's)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "grpc_floor.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_per_rpc_prints_a_row_for_each_rpc() -> None:
+    done = _run("--per-rpc", "--store", "memory", "--batch", "5", "--calls", "3")
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()[3:]}
+    assert set(rows) == {"SendMessages", "GetMessages", "DeleteMessages", "GetQueueStats"}
+    for method, figures in rows.items():
+        leaseq, nothing, adds = (float(figure) for figure in figures[:3])
+        assert leaseq >= 0 and nothing >= 0, method
+        assert abs(adds - (leaseq - nothing)) <= 1, method  # rounded to whole µs
+
+
+def test_a_batch_out_of_range_is_a_usage_error() -> None:
+    done = _run("--per-rpc", "--batch", "0")
+    assert done.returncode == 2
+    assert "--batch takes 1 to 10,000" in done.stderr
