@@ -18,7 +18,8 @@ most raw wall / (raw wall + gRPC) of the raw loop's rate when it waits for each 
 event loop (as the SQLite writer does for light groups), and raw wall / max(raw wall, raw CPU +
 gRPC) if the fsync waits overlapped gRPC's work perfectly: the two "ceiling" lines.
 
-    python scripts/grpc_floor.py --per-rpc [--store sqlite|memory] [--batch 100] [--calls 1000]
+    python scripts/grpc_floor.py --per-rpc [--store sqlite|memory|postgres] [--batch 100]
+                                 [--calls 1000] [--dsn URL]
 
 splits one call of each hot RPC instead: one client makes --calls calls of SendMessages (batch
 messages each), GetMessages (batch, no wait), DeleteMessages (the receipts of one receive) and
@@ -45,6 +46,7 @@ from google.protobuf.duration_pb2 import Duration
 from leaseq.bench.baseline import run_baseline
 from leaseq.bench.cpu import process_cpu_seconds
 from leaseq.bench.launcher import free_port, running_server, store_for
+from leaseq.bench.settings import DEFAULT_DSN
 from leaseq.server.app import SERVER_OPTIONS
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
@@ -179,7 +181,10 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--per-rpc", action="store_true", help="split one call of each hot RPC")
     parser.add_argument("--store", choices=("sqlite", "memory", "postgres"), default="sqlite")
-    parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument(
+        "--dsn", default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN),
+        help="--store postgres: the database that gets a fresh schema (as leaseq bench's --dsn)",
+    )
     parser.add_argument("--calls", type=int, default=1000, help="--per-rpc: calls of each RPC")
     args = parser.parse_args()
     if not 1 <= args.batch <= 10_000:

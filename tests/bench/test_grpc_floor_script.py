@@ -1,5 +1,5 @@
 """scripts/grpc_floor.py --per-rpc: each hot RPC's call, on leaseq and on the do-nothing server,
-runs end to end (a memory store and a few calls: the figures themselves are the script's
+runs end to end (a memory or SQLite store and a few calls: the figures themselves are the script's
 business, not a test's)."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "grpc_floor.py"
 
@@ -17,8 +19,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_per_rpc_prints_a_row_for_each_rpc() -> None:
-    done = _run("--per-rpc", "--store", "memory", "--batch", "5", "--calls", "3")
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_per_rpc_prints_a_row_for_each_rpc(store: str) -> None:
+    done = _run("--per-rpc", "--store", store, "--batch", "5", "--calls", "3")
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()[3:]}
     assert set(rows) == {"SendMessages", "GetMessages", "DeleteMessages", "GetQueueStats"}
