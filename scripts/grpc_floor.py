@@ -113,6 +113,11 @@ class _DoNothingServer:
         self.process.wait()
 
 
+def _print_when() -> None:
+    """The first line of either report: when it ran, and how busy the machine was."""
+    print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), f"load {os.getloadavg()[0]:.2f}")
+
+
 def _cpu_per_call(pid: int, calls: list[Callable[[], object]]) -> float:
     """The server's CPU (µs) per call of `calls`, each a function making one call, in turn."""
     before = process_cpu_seconds(pid)
@@ -135,11 +140,11 @@ def _per_rpc(args: argparse.Namespace) -> None:
         receipts = [m.receipt for reply in stub.GetMessages(receive) for m in reply.messages]
         deletes.append(pb.DeleteMessagesRequest(queue=queue, receipts=receipts))
 
-    def measure(pid: int, target: str, first: bool) -> dict[str, float]:
+    def measure(pid: int, target: str, keep_receipts: bool) -> dict[str, float]:
         with grpc.insecure_channel(target, options=SERVER_OPTIONS) as channel:
             stub = pb_grpc.QueueServiceStub(channel)
             sending = [lambda: stub.SendMessages(send)] * n
-            if first:  # leaseq: the receives leave the receipts the deletes then use
+            if keep_receipts:  # leaseq's receipts, for the deletes on both servers
                 receiving = [lambda: receive_for_deletes(stub)] * n
             else:
                 receiving = [lambda: list(stub.GetMessages(receive))] * n
@@ -158,13 +163,13 @@ def _per_rpc(args: argparse.Namespace) -> None:
             pb_grpc.QueueServiceStub(channel).CreateQueue(
                 pb.CreateQueueRequest(name=queue, config=pb.QueueConfig(max_in_flight=10**7))
             )
-        leaseq = measure(real.pid, real.target, first=True)
+        leaseq = measure(real.pid, real.target, keep_receipts=True)
     if any(len(d.receipts) != batch for d in deletes):
         raise SystemExit("a GetMessages came back short: the deletes measured would not be alike")
     with _DoNothingServer() as noop:
-        nothing = measure(noop.process.pid, noop.address, first=False)
+        nothing = measure(noop.process.pid, noop.address, keep_receipts=False)
 
-    print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), f"load {os.getloadavg()[0]:.2f}")
+    _print_when()
     print(f"one client, {n} calls of each, batch {batch}, leaseq over {args.store}:"
           " the server's CPU per call, µs")
     print(f"{'RPC':<16}{'leaseq':>10}{'do-nothing':>12}{'leaseq adds':>13}{'per message':>13}")
@@ -202,7 +207,7 @@ def main() -> None:
 
     grpc_us, raw_us = noop["server_cpu_us_per_msg"], raw["cpu_us_per_msg"]
     raw_wall_us = 1e6 / raw["msgs_per_s"]
-    print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), f"load {os.getloadavg()[0]:.2f}")
+    _print_when()
     print(f"send, batch {args.batch}, {args.producers} producers, {args.duration:g} s each")
     print(f"do-nothing grpc.aio server: {noop['msgs_per_s']:,.0f} msgs/s, "
           f"{grpc_us} us server CPU per message ({noop['server_cpu_percent']}% of a core)")
