@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
 import pytest
 
 from leaseq.server.store import open_store
@@ -128,6 +129,16 @@ def test_store_urls() -> None:
     assert pg.with_pool_size("postgresql://h/db?schema=s&pool_max=3", 1, 9) == (
         "postgresql://h/db?schema=s&pool_min=1&pool_max=9"
     )
+
+
+def test_url_options_with_spaces_reach_the_server() -> None:
+    # libpq's `options` takes "-c name=value" pairs, spaces included: they must reach
+    # PostgreSQL as spaces, whether the URL wrote them as %20 or as +, and also after
+    # `leaseq serve --pool-max` has rewritten the URL.
+    for spaced in ("-c%20statement_timeout%3D4321", "-c+statement_timeout=4321"):
+        url = pg.with_pool_size(store_url("url_options") + f"&options={spaced}", 1, 2)
+        with psycopg.connect(pg.parse_url(url).conninfo) as conn:
+            assert conn.execute("SHOW statement_timeout").fetchone() == ("4321ms",)
 
 
 def test_serve_flags_size_the_pool() -> None:

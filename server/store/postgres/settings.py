@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..base import QueueConfig
 
@@ -108,7 +108,7 @@ def parse_url(url: str) -> PostgresSettings:
             f"need 0 <= pool_min <= pool_max, pool_max >= 1, pool_timeout > 0 (in {url!r})"
         )
     conninfo = urlunsplit(
-        ("postgresql", parts.netloc, parts.path, urlencode(rest), parts.fragment)
+        ("postgresql", parts.netloc, parts.path, _query(rest), parts.fragment)
     )
     return PostgresSettings(conninfo, schema, pool_min, pool_max, pool_timeout)
 
@@ -126,4 +126,11 @@ def with_pool_size(url: str, pool_min: int | None, pool_max: int | None) -> str:
         params.append(("pool_min", str(pool_min)))
     if pool_max is not None:
         params.append(("pool_max", str(pool_max)))
-    return urlunsplit(parts._replace(query=urlencode(params)))
+    return urlunsplit(parts._replace(query=_query(params)))
+
+
+def _query(params: list[tuple[str, str]]) -> str:
+    """A URL query as libpq reads it: percent-encoded, a space as %20. (urlencode's default
+    writes a space as '+', which libpq keeps as a '+': `options=-c%20statement_timeout=5s`
+    reached the server as `-c+statement_timeout=5s` and the connection was refused.)"""
+    return urlencode(params, quote_via=quote)
