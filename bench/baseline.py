@@ -35,8 +35,9 @@ _INSERT = (
 )
 
 
-def _connect(path: str) -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None)
+def connect(path: str, check_same_thread: bool = True) -> sqlite3.Connection:
+    """The raw loop's file: WAL, synchronous=FULL, its one table and index."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=check_same_thread)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = FULL")
     db.execute(_SCHEMA)
@@ -44,16 +45,17 @@ def _connect(path: str) -> sqlite3.Connection:
     return db
 
 
-def _send(db: sqlite3.Connection, batch: int, body: bytes) -> int:
+def insert(db: sqlite3.Connection, bodies: list[bytes]) -> None:
+    """One durable send: the rows, COMMIT."""
     now = time.time()
     db.execute("BEGIN")
-    db.executemany(_INSERT, [("q", body, now, now + 604800, now)] * batch)
+    db.executemany(_INSERT, [("q", body, now, now + 604800, now) for body in bodies])
     db.execute("COMMIT")
-    return batch
 
 
-def _cycle(db: sqlite3.Connection, batch: int, body: bytes) -> int:
-    _send(db, batch, body)
+def lease(db: sqlite3.Connection, batch: int) -> list[tuple[int, bytes, str]]:
+    """One durable receive: the first `batch` visible rows leased for 30 s, each with a random
+    token; (id, body, token) of each, COMMIT."""
     now = time.time()
     db.execute("BEGIN")
     rows = db.execute(
@@ -70,9 +72,29 @@ def _cycle(db: sqlite3.Connection, batch: int, body: bytes) -> int:
         f"SELECT id, body, receipt FROM m WHERE id IN ({marks})", [r[0] for r in rows]
     ).fetchall()
     db.execute("COMMIT")
+    return got
+
+
+def delete(db: sqlite3.Connection, leases: list[tuple[int, str]]) -> None:
+    """One durable ack: each (id, token) deleted, COMMIT."""
     db.execute("BEGIN")
-    db.executemany("DELETE FROM m WHERE id = ? AND receipt = ?", [(g[0], g[2]) for g in got])
+    db.executemany("DELETE FROM m WHERE id = ? AND receipt = ?", leases)
     db.execute("COMMIT")
+
+
+def _send(db: sqlite3.Connection, batch: int, body: bytes) -> int:
+    # As insert(), with one parameter tuple repeated: the rows are alike.
+    now = time.time()
+    db.execute("BEGIN")
+    db.executemany(_INSERT, [("q", body, now, now + 604800, now)] * batch)
+    db.execute("COMMIT")
+    return batch
+
+
+def _cycle(db: sqlite3.Connection, batch: int, body: bytes) -> int:
+    _send(db, batch, body)
+    got = lease(db, batch)
+    delete(db, [(g[0], g[2]) for g in got])
     return len(got)
 
 
@@ -95,7 +117,7 @@ def run_baseline(
     loop = _LOOPS[scenario]
     body = b"x" * body_bytes
     with tempfile.TemporaryDirectory(prefix="leaseq-baseline-", dir=directory) as tmp:
-        db = _connect(os.path.join(tmp, "raw.db"))
+        db = connect(os.path.join(tmp, "raw.db"))
         try:
             end = time.perf_counter() + warmup
             while time.perf_counter() < end:

@@ -63,7 +63,7 @@ def _raw_child(scenario: str, batch: int, batches: int) -> None:
     from leaseq.bench import baseline
 
     with tempfile.TemporaryDirectory(prefix="leaseq-ipm-raw-") as tmp:
-        db = baseline._connect(os.path.join(tmp, "raw.db"))
+        db = baseline.connect(os.path.join(tmp, "raw.db"))
         loop = baseline._LOOPS[scenario]
         for _ in range(WARMUP_BATCHES + batches):
             loop(db, batch, BODY)

@@ -1,0 +1,291 @@
+"""The floor server: gRPC on grpc.aio plus the least database work a durable queue needs, and
+nothing of leaseq.
+
+    python scripts/floor_server.py [--listen 127.0.0.1:50300] [--store sqlite|postgres]
+                                   [--on-thread] [--dsn URL] [--dir DIR]
+
+It serves, in one Python process as `leaseq serve` does, the calls that `leaseq bench send|cycle
+--target` and the peers harness's leaseq clients make, each doing only what a durable queue
+cannot skip:
+
+- SendMessages: parse the request, insert its bodies, commit; one result per entry.
+- GetMessages: lease up to max_messages messages for 30 s, commit; the messages (id, receipt,
+  body) on the stream. When none is visible, wait up to the request's wait_time for a send.
+- DeleteMessages: parse the receipts, delete those messages, commit; OK for each.
+- GetQueueStats: total and deleted_total, counted in memory. Anything else: an empty answer.
+
+The database work is someone else's minimum:
+- sqlite: the raw loop's statements (`leaseq.bench.baseline`, the floor of issue 20's ratios:
+  WAL, synchronous=FULL; the statements and COMMITs on the event loop, or with --on-thread on a
+  thread of their own so that the loop serves gRPC while SQLite waits for the disk);
+- postgres: pgmq's own statements (its `send_batch`, `read` and `delete`, on a table shaped as
+  pgmq's with bytea bodies) through psycopg's async pool, as leaseq's PostgreSQL store talks to
+  the database, in a fresh schema of --dsn dropped at exit.
+
+One queue, whatever name a request gives; no validation, no receipts' MAC, no tombstones, no
+counters, no attributes, no interceptors. So what `leaseq bench` measures against it is the most
+a server of this shape (a grpc.aio process in front of the database, the same wire bytes in and
+about the same out) can do on this machine: leaseq's rate as a share of it is what leaseq's own
+layer costs, and the floor's rate beside a peer's, measured in one run, says whether such a
+server can overtake that peer at all (issue 20's peers row; issue 15's rows against pgmq).
+
+    python scripts/floor_server.py --listen 127.0.0.1:50300 &
+    leaseq bench cycle --target 127.0.0.1:50300 --server-pid $! --producers 1 --consumers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import grpc
+
+from leaseq.bench import baseline
+from leaseq.bench.settings import DEFAULT_DSN
+from leaseq.server.app import SERVER_OPTIONS
+from leaseq.v1 import queue_service_pb2 as pb
+
+T = TypeVar("T")
+
+_MESSAGE_ID = "0" * 22  # leaseq's message ids are 22 characters: the answers' size, not content
+_RECEIPT = "0" * 39  # and its receipts 39
+
+Leased = list[tuple[int, bytes, str]]  # (key, body, the rest of the receipt)
+
+
+class _SqliteFloor:
+    """The raw loop's file and statements."""
+
+    def __init__(self, directory: str, on_thread: bool) -> None:
+        self.db = baseline.connect(os.path.join(directory, "floor.db"), check_same_thread=False)
+        # One thread at most: one connection, used by one operation at a time.
+        self._thread = ThreadPoolExecutor(1) if on_thread else None
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        self.db.close()
+
+    async def insert(self, bodies: list[bytes]) -> None:
+        await self._run(baseline.insert, bodies)
+
+    async def lease(self, wanted: int) -> Leased:
+        return await self._run(baseline.lease, wanted)
+
+    async def delete(self, receipts: list[tuple[int, str]]) -> None:
+        await self._run(baseline.delete, receipts)
+
+    async def _run(self, work: Callable[[Any, Any], T], argument: object) -> T:
+        if self._thread is None:
+            return work(self.db, argument)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, work, self.db, argument
+        )
+
+
+class _PostgresFloor:
+    """pgmq's table and statements (pgmq 1.5's create, send_batch, read and delete), in a fresh
+    schema."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.schema = f"leaseq_floor_{secrets.token_hex(4)}"
+        self.pool: Any = None
+
+    async def open(self) -> None:
+        import psycopg
+        from psycopg_pool import AsyncConnectionPool
+
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            await conn.execute(f"CREATE SCHEMA {self.schema}")
+            await conn.execute(
+                f"CREATE TABLE {self.schema}.q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS"
+                " IDENTITY, read_ct integer DEFAULT 0 NOT NULL, enqueued_at timestamptz DEFAULT"
+                " now() NOT NULL, vt timestamptz NOT NULL, message bytea)"
+            )
+            await conn.execute(f"CREATE INDEX ON {self.schema}.q (vt ASC)")
+        self.pool = AsyncConnectionPool(
+            self.dsn,
+            min_size=2,
+            max_size=10,
+            # Planned on every execution, as pgmq's functions plan their EXECUTE. Prepared
+            # (psycopg's default after 5 runs), the read fell to a tenth of this rate as the
+            # queue filled (leaseq bench cycle, batch 100, 1,010 against 10,350 msgs/s).
+            kwargs={
+                "autocommit": True,
+                "prepare_threshold": None,
+                "options": f"-c search_path={self.schema}",
+            },
+            open=False,
+        )
+        await self.pool.open(wait=True)
+
+    async def close(self) -> None:
+        import psycopg
+
+        await self.pool.close()
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            await conn.execute(f"DROP SCHEMA {self.schema} CASCADE")
+
+    async def insert(self, bodies: list[bytes]) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO q (vt, message) SELECT clock_timestamp(), unnest(%b::bytea[])",
+                (bodies,),
+            )
+
+    async def lease(self, wanted: int) -> Leased:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(
+                "WITH cte AS (SELECT msg_id FROM q WHERE vt <= clock_timestamp()"
+                " ORDER BY msg_id ASC LIMIT %b FOR UPDATE SKIP LOCKED)"
+                " UPDATE q m SET vt = clock_timestamp() + interval '30 seconds',"
+                " read_ct = read_ct + 1 FROM cte WHERE m.msg_id = cte.msg_id"
+                " RETURNING m.msg_id, m.message, m.read_ct::text",
+                (wanted,),
+            )
+            return await cursor.fetchall()
+
+    async def delete(self, receipts: list[tuple[int, str]]) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "DELETE FROM q WHERE msg_id = ANY(%b::bigint[])", ([key for key, _ in receipts],)
+            )
+
+
+class _FloorHandlers(grpc.GenericRpcHandler):
+    def __init__(self, store: _SqliteFloor | _PostgresFloor) -> None:
+        self.store = store
+        self.sent_total = 0
+        self.deleted_total = 0
+        self.sent = asyncio.Event()  # set by every send: a waiting receive looks again
+        self._send_answers: dict[int, bytes] = {}
+        self._delete_answers: dict[int, bytes] = {}
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        method = details.method.rsplit("/", 1)[-1]
+        if method == "GetMessages":
+            return grpc.unary_stream_rpc_method_handler(self.get_messages)
+        handler = {
+            "SendMessages": self.send_messages,
+            "DeleteMessages": self.delete_messages,
+            "GetQueueStats": self.get_queue_stats,
+        }.get(method, self.empty)
+        return grpc.unary_unary_rpc_method_handler(handler)
+
+    async def empty(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return b""
+
+    async def send_messages(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        entries = pb.SendMessagesRequest.FromString(request).entries
+        await self.store.insert([entry.body for entry in entries])
+        self.sent_total += len(entries)
+        self.sent.set()
+        self.sent.clear()
+        return self._answer(self._send_answers, len(entries), _send_answer)
+
+    async def get_messages(
+        self, request: bytes, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        asked = pb.GetMessagesRequest.FromString(request)
+        wanted = asked.max_messages or 1
+        deadline = time.monotonic() + asked.wait_time.seconds + asked.wait_time.nanos / 1e9
+        leased = await self.store.lease(wanted)
+        while not leased and time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(self.sent.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                break
+            leased = await self.store.lease(wanted)
+        yield pb.GetMessagesResponse(
+            messages=[
+                pb.ReceivedMessage(message_id=_MESSAGE_ID, receipt=f"{key}.{rest}", body=body)
+                for key, body, rest in leased
+            ]
+        ).SerializeToString()
+
+    async def delete_messages(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        receipts = pb.DeleteMessagesRequest.FromString(request).receipts
+        leases = [(int(key), rest) for key, _, rest in (r.partition(".") for r in receipts)]
+        await self.store.delete(leases)
+        self.deleted_total += len(leases)
+        return self._answer(self._delete_answers, len(receipts), _delete_answer)
+
+    async def get_queue_stats(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        total = self.sent_total - self.deleted_total
+        stats = pb.QueueStats(total=total, deleted_total=self.deleted_total)
+        return pb.GetQueueStatsResponse(stats=stats).SerializeToString()
+
+    @staticmethod
+    def _answer(made: dict[int, bytes], count: int, build: Callable[[int], bytes]) -> bytes:
+        # The answers of a send or a delete depend only on how many entries there were: made
+        # once per count, as the cheapest server would.
+        if count not in made:
+            made[count] = build(count)
+        return made[count]
+
+
+def _send_answer(count: int) -> bytes:
+    result = pb.SendResult(id=_MESSAGE_ID, message_id=_MESSAGE_ID)
+    return pb.SendMessagesResponse(results=[result] * count).SerializeToString()
+
+
+def _delete_answer(count: int) -> bytes:
+    ok = pb.DeleteResult(receipt=_RECEIPT, status=pb.LEASE_STATUS_OK)
+    return pb.DeleteMessagesResponse(results=[ok] * count).SerializeToString()
+
+
+async def _serve(address: str, store: _SqliteFloor | _PostgresFloor) -> None:
+    await store.open()
+    try:
+        server = grpc.aio.server(options=SERVER_OPTIONS)
+        server.add_generic_rpc_handlers((_FloorHandlers(store),))
+        if server.add_insecure_port(address) == 0:
+            raise SystemExit(f"cannot listen on {address}")
+        await server.start()
+        # SIGTERM and Ctrl-C stop it cleanly: the PostgreSQL schema is dropped on the way out.
+        stopping = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, stopping.set)
+        where = f", schema {store.schema}" if isinstance(store, _PostgresFloor) else ""
+        print(f"floor server on {address}, pid {os.getpid()}{where}", flush=True)
+        await stopping.wait()
+        await server.stop(None)
+    finally:
+        await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--listen", default="127.0.0.1:50300", help="HOST:PORT to serve on")
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--on-thread", action="store_true",
+        help="sqlite: run the statements on a thread of their own (default: on the event loop)",
+    )
+    parser.add_argument(
+        "--dsn", default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN),
+        help="postgres: the database that gets the fresh schema (as leaseq bench's --dsn)",
+    )
+    parser.add_argument("--dir", help="sqlite: where the file goes (a fresh temporary directory)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="leaseq-floor-", dir=args.dir) as directory:
+        store = (
+            _SqliteFloor(directory, args.on_thread)
+            if args.store == "sqlite"
+            else _PostgresFloor(args.dsn)
+        )
+        asyncio.run(_serve(args.listen, store))
+
+
+if __name__ == "__main__":
+    main()

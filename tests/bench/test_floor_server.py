@@ -1,0 +1,97 @@
+"""scripts/floor_server.py: the floor server answers leaseq's client as leaseq does in what the
+benchmarks use (send, a receive that leases and waits, delete, stats), on SQLite and on
+PostgreSQL, and leaves nothing behind when stopped (the figures are the benchmarks' business)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from leaseq.bench.launcher import free_port
+from leaseq.v1 import queue_service_pb2 as pb
+from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
+from tests.support.postgres import connect, require_postgres
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "floor_server.py"
+
+
+def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
+    address = f"127.0.0.1:{free_port()}"
+    server = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--listen", address, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert server.stdout is not None
+    first = server.stdout.readline()
+    if not first.startswith(f"floor server on {address}"):
+        server.kill()
+        pytest.fail(f"the floor server did not start: {first}{server.communicate()[1]}")
+    return server, first
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    server.send_signal(signal.SIGTERM)
+    _, errors = server.communicate(timeout=30)
+    assert server.returncode == 0, errors
+
+
+@pytest.fixture(params=["sqlite", "sqlite-on-thread", "postgres"])
+def floor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    if request.param == "postgres":
+        args = ["--store", "postgres", "--dsn", require_postgres()]
+    else:
+        args = ["--dir", str(tmp_path)] + (["--on-thread"] if "thread" in request.param else [])
+    server, first = _start(*args)
+    address = first.split()[3].rstrip(",")
+    try:
+        yield address, first
+    finally:
+        if server.poll() is None:
+            _stop(server)
+
+
+def test_the_floor_server_sends_leases_deletes_and_counts(floor: tuple[str, str]) -> None:
+    address, _ = floor
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.QueueServiceStub(channel)
+        stub.CreateQueue(pb.CreateQueueRequest(name="q"))
+        for n in range(3):
+            bodies = [bytes([n, i]) * 50 for i in range(5)]
+            sent = stub.SendMessages(
+                pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(body=b) for b in bodies])
+            )
+            assert len(sent.results) == 5
+        receive = pb.GetMessagesRequest(queue="q", max_messages=10, wait_time=Duration(seconds=5))
+        got = [m for reply in stub.GetMessages(receive) for m in reply.messages]
+        assert sorted(m.body for m in got) == sorted(
+            bytes([n, i]) * 50 for n in range(2) for i in range(5)
+        )
+        deleted = stub.DeleteMessages(
+            pb.DeleteMessagesRequest(queue="q", receipts=[m.receipt for m in got])
+        )
+        assert [r.status for r in deleted.results] == [pb.LEASE_STATUS_OK] * 10
+        rest = [m for reply in stub.GetMessages(receive) for m in reply.messages]
+        assert len(rest) == 5  # the leased ten are neither visible again nor deleted twice
+        stats = stub.GetQueueStats(pb.GetQueueStatsRequest(name="q")).stats
+        assert (stats.total, stats.deleted_total) == (5, 10)
+        # A receive on an empty queue waits, and a send wakes it.
+        waiting = stub.GetMessages(receive)
+        stub.SendMessages(pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(body=b"w")]))
+        assert [m.body for reply in waiting for m in reply.messages] == [b"w"]
+
+
+def test_the_postgres_floor_drops_its_schema_when_stopped() -> None:
+    server, first = _start("--store", "postgres", "--dsn", require_postgres())
+    schema = first.split("schema ")[1].strip()
+    with connect() as conn:
+        assert conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone() != (None,)
+    _stop(server)
+    with connect() as conn:
+        assert conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone() == (None,)
