@@ -2,7 +2,7 @@
 nothing of leaseq.
 
     python scripts/floor_server.py [--listen 127.0.0.1:50300] [--store sqlite|postgres]
-                                   [--on-thread] [--dsn URL] [--dir DIR]
+                                   [--sqlite-work loop|thread|overlapped] [--dsn URL] [--dir DIR]
 
 It serves, in one Python process as `leaseq serve` does, the calls that `leaseq bench send|cycle
 --target` and the peers harness's leaseq clients make, each doing only what a durable queue
@@ -16,8 +16,8 @@ cannot skip:
 
 The database work is someone else's minimum:
 - sqlite: the raw loop's statements (`leaseq.bench.baseline`, the floor of issue 20's ratios:
-  WAL, synchronous=FULL; the statements and COMMITs on the event loop, or with --on-thread on a
-  thread of their own so that the loop serves gRPC while SQLite waits for the disk);
+  WAL, synchronous=FULL), on the event loop or, with --sqlite-work, partly or wholly on a thread
+  (_SqliteFloor says how);
 - postgres: pgmq's own statements (its `send_batch`, `read` and `delete`, on a table shaped as
   pgmq's with bytea bodies) through psycopg's async pool, as leaseq's PostgreSQL store talks to
   the database, in a fresh schema of --dsn dropped at exit.
@@ -40,7 +40,10 @@ import asyncio
 import os
 import secrets
 import signal
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,17 +65,33 @@ Leased = list[tuple[int, bytes, str]]  # (key, body, the rest of the receipt)
 
 
 class _SqliteFloor:
-    """The raw loop's file and statements."""
+    """The raw loop's file and statements, run where --sqlite-work says:
 
-    def __init__(self, directory: str, on_thread: bool) -> None:
-        self.db = baseline.connect(os.path.join(directory, "floor.db"), check_same_thread=False)
-        # One thread at most: one connection, used by one operation at a time.
-        self._thread = ThreadPoolExecutor(1) if on_thread else None
+    - loop: everything on the event loop, the COMMIT's fsync included (as leaseq's writer runs
+      light groups);
+    - thread: statements and COMMIT on one thread of their own, so that the loop serves gRPC
+      while SQLite works and waits for the disk (the GIL passes to and fro at every statement);
+    - overlapped: statements on the loop with synchronous=NORMAL (a COMMIT writes the WAL but
+      does not wait for the disk), then an fdatasync of the WAL on a thread before the answer.
+      Every answer still follows its fsync, but the loop serves other calls meanwhile: the most
+      optimistic of the three (readers may see a commit before it is on disk, which the store's
+      synchronous=FULL does not allow; the floor may)."""
+
+    def __init__(self, directory: str, work: str) -> None:
+        path = os.path.join(directory, "floor.db")
+        self.db = baseline.connect(path, check_same_thread=False)
+        self._thread = ThreadPoolExecutor(1) if work != "loop" else None
+        self._overlapped = work == "overlapped"
+        if self._overlapped:
+            self.db.execute("PRAGMA synchronous = NORMAL")
+            self._wal = os.open(path + "-wal", os.O_RDONLY)  # the loop made it: WAL mode
 
     async def open(self) -> None:
         pass
 
     async def close(self) -> None:
+        if self._overlapped:
+            os.close(self._wal)
         self.db.close()
 
     async def insert(self, bodies: list[bytes]) -> None:
@@ -87,32 +106,47 @@ class _SqliteFloor:
     async def _run(self, work: Callable[[Any, Any], T], argument: object) -> T:
         if self._thread is None:
             return work(self.db, argument)
-        return await asyncio.get_running_loop().run_in_executor(
-            self._thread, work, self.db, argument
-        )
+        loop = asyncio.get_running_loop()
+        if self._overlapped:
+            done = work(self.db, argument)
+            await loop.run_in_executor(self._thread, os.fdatasync, self._wal)
+            return done
+        return await loop.run_in_executor(self._thread, work, self.db, argument)
 
 
 class _PostgresFloor:
     """pgmq's table and statements (pgmq 1.5's create, send_batch, read and delete), in a fresh
-    schema."""
+    schema (dropped at close), or in the schema of the parent process (--workers)."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, schema: str | None = None) -> None:
         self.dsn = dsn
-        self.schema = f"leaseq_floor_{secrets.token_hex(4)}"
+        self.owned = schema is None
+        self.schema = schema or f"leaseq_floor_{secrets.token_hex(4)}"
         self.pool: Any = None
 
-    async def open(self) -> None:
+    def create(self) -> None:
         import psycopg
-        from psycopg_pool import AsyncConnectionPool
 
-        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
-            await conn.execute(f"CREATE SCHEMA {self.schema}")
-            await conn.execute(
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {self.schema}")
+            conn.execute(
                 f"CREATE TABLE {self.schema}.q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS"
                 " IDENTITY, read_ct integer DEFAULT 0 NOT NULL, enqueued_at timestamptz DEFAULT"
                 " now() NOT NULL, vt timestamptz NOT NULL, message bytea)"
             )
-            await conn.execute(f"CREATE INDEX ON {self.schema}.q (vt ASC)")
+            conn.execute(f"CREATE INDEX ON {self.schema}.q (vt ASC)")
+
+    def drop(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {self.schema} CASCADE")
+
+    async def open(self) -> None:
+        from psycopg_pool import AsyncConnectionPool
+
+        if self.owned:
+            self.create()
         self.pool = AsyncConnectionPool(
             self.dsn,
             min_size=2,
@@ -130,11 +164,9 @@ class _PostgresFloor:
         await self.pool.open(wait=True)
 
     async def close(self) -> None:
-        import psycopg
-
         await self.pool.close()
-        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
-            await conn.execute(f"DROP SCHEMA {self.schema} CASCADE")
+        if self.owned:
+            self.drop()
 
     async def insert(self, bodies: list[bytes]) -> None:
         async with self.pool.connection() as conn:
@@ -264,25 +296,69 @@ async def _serve(address: str, store: _SqliteFloor | _PostgresFloor) -> None:
         await store.close()
 
 
+def _serve_workers(args: argparse.Namespace) -> None:
+    """--workers N: N children serving one schema, made and dropped here; SIGTERM stops them."""
+    store = _PostgresFloor(args.dsn)
+    store.create()
+    children: list[subprocess.Popen[str]] = []
+    try:
+        for _ in range(args.workers):
+            children.append(subprocess.Popen(
+                [sys.executable, __file__, "--listen", args.listen, "--store", "postgres",
+                 "--dsn", args.dsn, "--schema", store.schema],
+                stdout=subprocess.PIPE, text=True,
+            ))
+            line = children[-1].stdout.readline()  # type: ignore[union-attr]
+            if not line.startswith("floor server on"):
+                raise SystemExit(f"a worker did not start: {line.strip()}")
+        stopping = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stopping.set())
+        print(
+            f"floor server on {args.listen}, pid {os.getpid()}, schema {store.schema},"
+            f" workers {' '.join(str(child.pid) for child in children)}",
+            flush=True,
+        )
+        stopping.wait()
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait()
+        store.drop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--listen", default="127.0.0.1:50300", help="HOST:PORT to serve on")
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
-        "--on-thread", action="store_true",
-        help="sqlite: run the statements on a thread of their own (default: on the event loop)",
+        "--sqlite-work", choices=("loop", "thread", "overlapped"), default="loop",
+        help="sqlite: where the statements and the fsync run (see the module docstring)",
     )
     parser.add_argument(
         "--dsn", default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN),
         help="postgres: the database that gets the fresh schema (as leaseq bench's --dsn)",
     )
+    parser.add_argument(
+        "--workers", type=int, default=1,
+        help="postgres: this many server processes on the one port (SO_REUSEPORT, which gRPC"
+        " sets), as `leaseq serve --workers`; the first line's pid is their parent's. A send"
+        " wakes receives waiting in its own process only, and GetQueueStats counts its own",
+    )
+    parser.add_argument("--schema", help=argparse.SUPPRESS)  # a worker's: its parent's schema
     parser.add_argument("--dir", help="sqlite: where the file goes (a fresh temporary directory)")
     args = parser.parse_args()
+    if args.workers < 1 or (args.workers > 1 and args.store != "postgres"):
+        parser.error("--workers takes 1 or more, and more than 1 only with --store postgres")
+    if args.workers > 1:
+        _serve_workers(args)
+        return
     with tempfile.TemporaryDirectory(prefix="leaseq-floor-", dir=args.dir) as directory:
         store = (
-            _SqliteFloor(directory, args.on_thread)
+            _SqliteFloor(directory, args.sqlite_work)
             if args.store == "sqlite"
-            else _PostgresFloor(args.dsn)
+            else _PostgresFloor(args.dsn, args.schema)
         )
         asyncio.run(_serve(args.listen, store))
 

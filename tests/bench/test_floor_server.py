@@ -42,12 +42,14 @@ def _stop(server: subprocess.Popen[str]) -> None:
     assert server.returncode == 0, errors
 
 
-@pytest.fixture(params=["sqlite", "sqlite-on-thread", "postgres"])
+@pytest.fixture(params=["loop", "thread", "overlapped", "postgres", "postgres-workers"])
 def floor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "postgres":
+    if request.param.startswith("postgres"):
         args = ["--store", "postgres", "--dsn", require_postgres()]
+        if request.param.endswith("workers"):
+            args += ["--workers", "2"]
     else:
-        args = ["--dir", str(tmp_path)] + (["--on-thread"] if "thread" in request.param else [])
+        args = ["--dir", str(tmp_path), "--sqlite-work", request.param]
     server, first = _start(*args)
     address = first.split()[3].rstrip(",")
     try:
@@ -87,11 +89,20 @@ def test_the_floor_server_sends_leases_deletes_and_counts(floor: tuple[str, str]
         assert [m.body for reply in waiting for m in reply.messages] == [b"w"]
 
 
-def test_the_postgres_floor_drops_its_schema_when_stopped() -> None:
-    server, first = _start("--store", "postgres", "--dsn", require_postgres())
-    schema = first.split("schema ")[1].strip()
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_postgres_floor_drops_its_schema_when_stopped(workers: str) -> None:
+    server, first = _start("--store", "postgres", "--dsn", require_postgres(), "--workers", workers)
+    schema = first.split("schema ")[1].split(",")[0].strip()
     with connect() as conn:
         assert conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone() != (None,)
     _stop(server)
     with connect() as conn:
         assert conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone() == (None,)
+
+
+def test_workers_are_for_postgres_only() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--workers", "2"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "more than 1 only with --store postgres" in done.stderr
