@@ -17,7 +17,7 @@ from google.protobuf import duration_pb2
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
-from leaseq.server.store.postgres import PostgresStore
+from leaseq.server.store.postgres import PostgresStore, notifications
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 from tests.support.postgres import connect
@@ -142,6 +142,30 @@ async def test_a_replica_does_not_hear_its_own_changes(replicas) -> None:
         pass
     # b heard a's send; a's own notification went past it (the service woke its waiters).
     assert "q" not in heard_a
+
+
+async def _next_named(heard: asyncio.Queue[str | None]) -> str:
+    while (queue := await asyncio.wait_for(heard.get(), SAFETY_TIMEOUT)) is None:
+        pass  # a catch-all wake-up may come between
+    return queue
+
+
+async def test_changes_made_within_the_notify_gap_are_told_together(replicas, monkeypatch) -> None:
+    # The first change after a quiet spell is told at once; those made during the gap after it go
+    # out in one NOTIFY once the gap is over (one payload per queue), not one NOTIFY each.
+    monkeypatch.setattr(notifications, "NOTIFY_GAP_SECONDS", 1.0)
+    a, b = replicas
+    await asyncio.gather(*(asyncio.wait_for(s.listening.wait(), SAFETY_TIMEOUT) for s in replicas))
+    heard: asyncio.Queue[str | None] = asyncio.Queue()
+    a.subscribe(heard.put_nowait)
+    await b.create_queue("q", QueueConfig())
+    await b.create_queue("r", QueueConfig())
+    await b.send("q", [NewMessage(body=b"first")])
+    assert await _next_named(heard) == "q"
+    for _ in range(10):
+        await b.send("q", [NewMessage(body=b"m")])
+    await b.send("r", [NewMessage(body=b"m")])
+    assert [await _next_named(heard), await _next_named(heard)] == ["q", "r"]
 
 
 # --- over gRPC: two servers in this process, one schema ------------------------------------

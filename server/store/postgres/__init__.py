@@ -165,9 +165,10 @@ Notifications
 A long poll waiting on replica A must wake when a message is sent through replica B. After a
 change commits (send, release, redrive, purge, ...), the store publishes the queue's name on a
 channel named after the schema (NOTIFY), from a background task that coalesces what piled up
-meanwhile into one autocommitted statement with synchronous_commit off. (A NOTIFY inside the
-data transaction would serialize every committing sender on PostgreSQL's global notify lock,
-held through the commit's WAL flush.) An ack notifies only while the queue's in-flight ceiling is
+meanwhile into one autocommitted statement with synchronous_commit off, at most one every
+NOTIFY_GAP_SECONDS (5 ms: the first change after a quiet spell is told at once). (A NOTIFY
+inside the data transaction would serialize every committing sender on PostgreSQL's global
+notify lock, held through the commit's WAL flush.) An ack notifies only while the queue's in-flight ceiling is
 within IN_FLIGHT_NOTIFY_MARGIN of max_in_flight (the statement reads it): only then can a
 receiver elsewhere be held by the limit. A receiver that got OverLimit had just counted at
 least max_in_flight live leases and recorded that count as the ceiling, which grows with every

@@ -13,7 +13,7 @@ from psycopg import sql
 from psycopg_pool import PoolTimeout
 
 from .queue_infos import CONFIG_ORIGIN
-from .settings import FALLBACK_WAKE_SECONDS, LISTEN_BACKOFF_MAX
+from .settings import FALLBACK_WAKE_SECONDS, LISTEN_BACKOFF_MAX, NOTIFY_GAP_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,9 @@ class ChangeFeed:
             self._pending_event.set()
 
     async def _publish_loop(self) -> None:
-        """NOTIFY the queues that changed, coalescing what piles up during one round trip."""
+        """NOTIFY the queues that changed, coalescing what piles up during one round trip and
+        NOTIFY_GAP_SECONDS after it: the first change after a quiet spell is told at once, the
+        next at most that much later (see NOTIFY_GAP_SECONDS)."""
         while True:
             await self._pending_event.wait()
             self._pending_event.clear()
@@ -68,6 +70,8 @@ class ChangeFeed:
                 await self._notify(queues)
             if self._closing and not self._pending:
                 return
+            if queues and not self._closing:
+                await asyncio.sleep(NOTIFY_GAP_SECONDS)
 
     async def _notify(self, queues: list[str]) -> None:
         pool = self._pool

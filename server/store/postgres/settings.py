@@ -45,6 +45,14 @@ STATS_CHECK_SECONDS = 5.0
 # ANALYZE when the statistics count under a tenth of the live rows, and these are at least this.
 STALE_STATS_ROWS = 10_000
 LISTEN_BACKOFF_MAX = 5.0
+# The least time between two NOTIFY statements of one server (notifications.py): changes made
+# meanwhile wait for the next, one statement for all. Each NOTIFY is a round trip on a pooled
+# connection, and every replica's LISTEN connection (this one's too) reads it: with a NOTIFY after
+# every send, `leaseq bench send --store postgres --batch 100 --producers 2` spent 18.3-19.8 µs
+# of the server's CPU per message, with this gap 14.9-16.5 (32,200-35,260 -> 37,000-39,500
+# msgs/s, alternated, 2026-11-28), as much as with no NOTIFY at all. A receiver waiting on
+# another replica hears of a send at most this much later than it would have.
+NOTIFY_GAP_SECONDS = 0.005
 
 # Session settings of every store connection: index plans whatever the statistics say (see the
 # package docstring, Indexes). The user's own `options` in the URL come first and cannot undo them.
