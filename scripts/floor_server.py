@@ -84,7 +84,8 @@ class _SqliteFloor:
         self._overlapped = work == "overlapped"
         if self._overlapped:
             self.db.execute("PRAGMA synchronous = NORMAL")
-            self._wal = os.open(path + "-wal", os.O_RDONLY)  # the loop made it: WAL mode
+            # The WAL file: baseline.connect's first write (its CREATE TABLE) made it.
+            self._wal = os.open(path + "-wal", os.O_RDONLY)
 
     async def open(self) -> None:
         pass
