@@ -147,7 +147,7 @@ class _PostgresFloor:
         from psycopg_pool import AsyncConnectionPool
 
         if self.owned:
-            self.create()
+            _opening(self.create)
         self.pool = AsyncConnectionPool(
             self.dsn,
             min_size=2,
@@ -162,7 +162,7 @@ class _PostgresFloor:
             },
             open=False,
         )
-        await self.pool.open(wait=True)
+        await self.pool.open(wait=True, timeout=15)
 
     async def close(self) -> None:
         await self.pool.close()
@@ -193,6 +193,16 @@ class _PostgresFloor:
             await conn.execute(
                 "DELETE FROM q WHERE msg_id = ANY(%b::bigint[])", ([key for key, _ in receipts],)
             )
+
+
+def _opening(create: Callable[[], None]) -> None:
+    """create(), or one line and exit 1 when the database cannot be reached or refuses."""
+    import psycopg
+
+    try:
+        create()
+    except psycopg.Error as error:
+        raise SystemExit(f"floor_server.py: {' '.join(str(error).split())}") from None
 
 
 class _FloorHandlers(grpc.GenericRpcHandler):
@@ -277,13 +287,18 @@ def _delete_answer(count: int) -> bytes:
     return pb.DeleteMessagesResponse(results=[ok] * count).SerializeToString()
 
 
-async def _serve(address: str, store: _SqliteFloor | _PostgresFloor) -> None:
+async def _serve(address: str, store: _SqliteFloor | _PostgresFloor, shared_port: bool) -> None:
     await store.open()
     try:
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        # A port another process listens on is an error, except for --workers' own processes
+        # (gRPC's default, SO_REUSEPORT, would share it with anyone).
+        options = [*SERVER_OPTIONS, ("grpc.so_reuseport", int(shared_port))]
+        server = grpc.aio.server(options=options)
         server.add_generic_rpc_handlers((_FloorHandlers(store),))
-        if server.add_insecure_port(address) == 0:
-            raise SystemExit(f"cannot listen on {address}")
+        try:
+            server.add_insecure_port(address)
+        except RuntimeError:
+            raise SystemExit(f"floor_server.py: cannot listen on {address}") from None
         await server.start()
         # SIGTERM and Ctrl-C stop it cleanly: the PostgreSQL schema is dropped on the way out.
         stopping = asyncio.Event()
@@ -300,7 +315,7 @@ async def _serve(address: str, store: _SqliteFloor | _PostgresFloor) -> None:
 def _serve_workers(args: argparse.Namespace) -> None:
     """--workers N: N children serving one schema, made and dropped here; SIGTERM stops them."""
     store = _PostgresFloor(args.dsn)
-    store.create()
+    _opening(store.create)
     children: list[subprocess.Popen[str]] = []
     try:
         for _ in range(args.workers):
@@ -355,13 +370,12 @@ def main() -> None:
     if args.workers > 1:
         _serve_workers(args)
         return
+    if args.store == "postgres":
+        store = _PostgresFloor(args.dsn, args.schema)
+        asyncio.run(_serve(args.listen, store, shared_port=args.schema is not None))
+        return
     with tempfile.TemporaryDirectory(prefix="leaseq-floor-", dir=args.dir) as directory:
-        store = (
-            _SqliteFloor(directory, args.sqlite_work)
-            if args.store == "sqlite"
-            else _PostgresFloor(args.dsn, args.schema)
-        )
-        asyncio.run(_serve(args.listen, store))
+        asyncio.run(_serve(args.listen, _SqliteFloor(directory, args.sqlite_work), False))
 
 
 if __name__ == "__main__":

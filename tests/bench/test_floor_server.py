@@ -106,3 +106,26 @@ def test_workers_are_for_postgres_only() -> None:
     )
     assert done.returncode == 2
     assert "more than 1 only with --store postgres" in done.stderr
+
+
+def test_an_unreachable_database_or_a_taken_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    unreachable = subprocess.run(
+        [sys.executable, str(SCRIPT), "--store", "postgres", "--dsn",
+         f"postgresql://nobody@127.0.0.1:{free_port()}/x"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert unreachable.returncode == 1
+    assert unreachable.stderr.startswith("floor_server.py: connection failed")
+    assert "Traceback" not in unreachable.stderr
+    server, first = _start("--dir", str(tmp_path))
+    try:
+        address = first.split()[3].rstrip(",")
+        taken = subprocess.run(
+            [sys.executable, str(SCRIPT), "--listen", address, "--dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert taken.returncode == 1
+        assert f"floor_server.py: cannot listen on {address}" in taken.stderr
+        assert "Traceback" not in taken.stderr
+    finally:
+        _stop(server)
