@@ -162,25 +162,24 @@ have lost the answer to a commit: UNAVAILABLE.
 
 Notifications
 -------------
-A long poll waiting on replica A must wake when a message is sent through replica B. After a
-change commits (send, release, redrive, purge, ...), the store publishes the queue's name on a
-channel named after the schema (NOTIFY), from a background task that coalesces what piled up
-meanwhile into one autocommitted statement with synchronous_commit off, at most one every
-NOTIFY_GAP_SECONDS (5 ms: the first change after a quiet spell is told at once). (A NOTIFY
-inside the data transaction would serialize every committing sender on PostgreSQL's global
-notify lock, held through the commit's WAL flush.) An ack notifies only while the queue's in-flight ceiling is
-within IN_FLIGHT_NOTIFY_MARGIN of max_in_flight (the statement reads it): only then can a
-receiver elsewhere be held by the limit. A receiver that got OverLimit had just counted at
-least max_in_flight live leases and recorded that count as the ceiling, which grows with every
-grant until the next count, so the first ack after it sees the ceiling at the limit and
-notifies; an ack that read the queue's row before that count committed notifies while its
-ceiling was within the margin of it (a margin's worth of grants would have to commit during
-that one statement to miss). The waiter's own timer (the earliest lease end) and the safety
-wake-up below bound what a missed one costs. One
-connection per replica LISTENs and calls the subscribers (`subscribe`) with the queue's name;
-its own notifications are ignored (the service already woke its waiters). When the listening
-connection is lost, or every FALLBACK_WAKE_SECONDS in any case, subscribers are called with
-None: "anything may have changed", a slow safety net for notifications lost on the way.
+A long poll waiting on replica A must wake when a message is sent through replica B. After a change
+commits (send, release, redrive, purge, ...), the store publishes the queue's name on a channel
+named after the schema (NOTIFY), from a background task that coalesces what piled up meanwhile into
+one autocommitted statement with synchronous_commit off, at most one every NOTIFY_GAP_SECONDS (5 ms:
+the first change after a quiet spell is told at once). (A NOTIFY inside the data transaction would
+serialize every committing sender on PostgreSQL's global notify lock, held through the commit's WAL
+flush.) An ack notifies only while the queue's in-flight ceiling is within IN_FLIGHT_NOTIFY_MARGIN
+of max_in_flight (the statement reads it): only then can a receiver elsewhere be held by the limit.
+A receiver that got OverLimit had just counted at least max_in_flight live leases and recorded that
+count as the ceiling, which grows with every grant until the next count, so the first ack after it
+sees the ceiling at the limit and notifies; an ack that read the queue's row before that count
+committed notifies while its ceiling was within the margin of it (a margin's worth of grants would
+have to commit during that one statement to miss). The waiter's own timer (the earliest lease end)
+and the safety wake-up below bound what a missed one costs. One connection per replica LISTENs and
+calls the subscribers (`subscribe`) with the queue's name; its own notifications are ignored (the
+service already woke its waiters). When the listening connection is lost, or every
+FALLBACK_WAKE_SECONDS in any case, subscribers are called with None: "anything may have changed", a
+slow safety net for notifications lost on the way.
 
 Queue configurations
 --------------------
