@@ -54,13 +54,20 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def _where(settings: dict[str, Any]) -> str:
+    """What was measured: the store of a server started here, or --target's address."""
+    if settings.get("target"):
+        return f"target={settings['target']}"
+    return f"store={settings['store']}"
+
+
 def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
     # Not a terminal (a file, a pipe): wide enough that no column is cut.
     console = Console(file=stream, width=None if stream.isatty() else 150)
     first = results[0].settings
     title = (
-        f"leaseq bench {first['scenario']}  store={first['store']}  body={first['body_bytes']} B  "
+        f"leaseq bench {first['scenario']}  {_where(first)}  body={first['body_bytes']} B  "
         f"duration={first['duration']:g} s (+{first['warmup']:g} s warm-up)"
     )
     table = Table(title=title)

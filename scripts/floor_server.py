@@ -2,7 +2,8 @@
 nothing of leaseq.
 
     python scripts/floor_server.py [--listen 127.0.0.1:50300] [--store sqlite|postgres]
-                                   [--sqlite-work loop|thread|overlapped] [--dsn URL] [--dir DIR]
+                                   [--sqlite-work loop|thread|overlapped] [--dir DIR]
+                                   [--dsn URL] [--postgres-row pgmq|leaseq] [--workers N]
 
 It serves, in one Python process as `leaseq serve` does, the calls that `leaseq bench send|cycle
 --target` and the peers harness's leaseq clients make, each doing only what a durable queue
@@ -20,7 +21,10 @@ The database work is someone else's minimum:
   (_SqliteFloor says how);
 - postgres: pgmq's own statements (its `send_batch`, `read` and `delete`, on a table shaped as
   pgmq's with bytea bodies) through psycopg's async pool, as leaseq's PostgreSQL store talks to
-  the database, in a fresh schema of --dsn dropped at exit.
+  the database, in a fresh schema of --dsn dropped at exit. --postgres-row leaseq runs them on
+  a table shaped as leaseq's messages instead (what a leaseq message carries and the indexes its
+  receive and retention need, nothing else of the store): the floor of a server that keeps
+  leaseq's messages, where pgmq's row is the floor of any server.
 
 One queue, whatever name a request gives; no validation, no receipts' MAC, no tombstones, no
 counters, no attributes, no interceptors. So what `leaseq bench` measures against it is the most
@@ -117,12 +121,14 @@ class _SqliteFloor:
 
 class _PostgresFloor:
     """pgmq's table and statements (pgmq 1.5's create, send_batch, read and delete), in a fresh
-    schema (dropped at close), or in the schema of the parent process (--workers)."""
+    schema (dropped at close), or in the schema of the parent process (--workers). With
+    row="leaseq", the same statements on a table shaped as leaseq's messages (_LEASEQ_ROW)."""
 
-    def __init__(self, dsn: str, schema: str | None = None) -> None:
+    def __init__(self, dsn: str, schema: str | None = None, row: str = "pgmq") -> None:
         self.dsn = dsn
         self.owned = schema is None
         self.schema = schema or f"leaseq_floor_{secrets.token_hex(4)}"
+        self.row = row
         self.pool: Any = None
 
     def create(self) -> None:
@@ -130,6 +136,10 @@ class _PostgresFloor:
 
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {self.schema}")
+            if self.row == "leaseq":
+                for statement in _LEASEQ_ROW:
+                    conn.execute(statement.format(schema=self.schema))
+                return
             conn.execute(
                 f"CREATE TABLE {self.schema}.q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS"
                 " IDENTITY, read_ct integer DEFAULT 0 NOT NULL, enqueued_at timestamptz DEFAULT"
@@ -171,6 +181,12 @@ class _PostgresFloor:
 
     async def insert(self, bodies: list[bytes]) -> None:
         async with self.pool.connection() as conn:
+            if self.row == "leaseq":
+                # Each message's id drawn here, as leaseq's store draws them (store/base.py).
+                digits = os.urandom(16 * len(bodies)).hex()
+                ids = [digits[start : start + 32] for start in range(0, len(digits), 32)]
+                await conn.execute(_LEASEQ_INSERT, (ids, bodies), prepare=True)
+                return
             await conn.execute(
                 "INSERT INTO q (vt, message) SELECT clock_timestamp(), unnest(%b::bytea[])",
                 (bodies,),
@@ -179,6 +195,7 @@ class _PostgresFloor:
     async def lease(self, wanted: int) -> Leased:
         async with self.pool.connection() as conn:
             cursor = await conn.execute(
+                _LEASEQ_LEASE if self.row == "leaseq" else
                 "WITH cte AS (SELECT msg_id FROM q WHERE vt <= clock_timestamp()"
                 " ORDER BY msg_id ASC LIMIT %b FOR UPDATE SKIP LOCKED)"
                 " UPDATE q m SET vt = clock_timestamp() + interval '30 seconds',"
@@ -189,10 +206,52 @@ class _PostgresFloor:
             return await cursor.fetchall()
 
     async def delete(self, receipts: list[tuple[int, str]]) -> None:
+        column = "key" if self.row == "leaseq" else "msg_id"
         async with self.pool.connection() as conn:
             await conn.execute(
-                "DELETE FROM q WHERE msg_id = ANY(%b::bigint[])", ([key for key, _ in receipts],)
+                f"DELETE FROM q WHERE {column} = ANY(%b::bigint[])",
+                ([key for key, _ in receipts],),
             )
+
+
+# --postgres-row leaseq: the table holds what a leaseq message carries (server/store/postgres/
+# schema.py: its id, body, attributes, channel, the instants it was sent, expires and becomes
+# visible, its lease), with the two indexes its receive order and its retention need; none of
+# the store's queue row, counters, triggers, tombstones or lock. The statements are pgmq's,
+# written for those columns (one queue: 1), the times as leaseq keeps them (seconds, float8).
+_LEASEQ_ROW = [
+    """CREATE TABLE {schema}.q (
+        key            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        queue          bigint NOT NULL,
+        message_id     text NOT NULL,
+        body           bytea NOT NULL,
+        attributes     jsonb,
+        channel        text COLLATE "C" NOT NULL,
+        enqueued_at    float8 NOT NULL,
+        expires_at     float8 NOT NULL,
+        visible_at     float8 NOT NULL,
+        leased         boolean NOT NULL DEFAULT false,
+        delivery_count integer NOT NULL DEFAULT 0,
+        receipt_seq    integer NOT NULL DEFAULT 0
+    ) WITH (fillfactor = 90)""",
+    "ALTER TABLE {schema}.q ALTER COLUMN body SET STORAGE EXTERNAL",
+    "CREATE INDEX ON {schema}.q (queue, visible_at, key)",
+    "CREATE INDEX ON {schema}.q (queue, expires_at)",
+]
+_NOW = "(SELECT extract(epoch FROM clock_timestamp())::float8 AS now) c"
+_LEASEQ_INSERT = (
+    "INSERT INTO q (queue, message_id, body, channel, enqueued_at, expires_at, visible_at)"
+    " SELECT 1, m.id, m.body, '', c.now, c.now + 345600, c.now"
+    f" FROM {_NOW}, unnest(%b::text[], %b::bytea[]) AS m(id, body)"
+)
+_LEASEQ_LEASE = (
+    f"WITH cte AS (SELECT key FROM q, {_NOW} WHERE queue = 1 AND visible_at <= c.now"
+    " ORDER BY visible_at, key LIMIT %b FOR UPDATE SKIP LOCKED)"
+    f" UPDATE q m SET visible_at = c.now + 30, leased = true,"
+    " delivery_count = m.delivery_count + 1, receipt_seq = m.receipt_seq + 1"
+    f" FROM cte, {_NOW} WHERE m.key = cte.key"
+    " RETURNING m.key, m.body, m.receipt_seq::text"
+)
 
 
 def _opening(create: Callable[[], None]) -> None:
@@ -314,14 +373,14 @@ async def _serve(address: str, store: _SqliteFloor | _PostgresFloor, shared_port
 
 def _serve_workers(args: argparse.Namespace) -> None:
     """--workers N: N children serving one schema, made and dropped here; SIGTERM stops them."""
-    store = _PostgresFloor(args.dsn)
+    store = _PostgresFloor(args.dsn, row=args.postgres_row)
     _opening(store.create)
     children: list[subprocess.Popen[str]] = []
     try:
         for _ in range(args.workers):
             children.append(subprocess.Popen(
                 [sys.executable, __file__, "--listen", args.listen, "--store", "postgres",
-                 "--dsn", args.dsn, "--schema", store.schema],
+                 "--dsn", args.dsn, "--schema", store.schema, "--postgres-row", args.postgres_row],
                 stdout=subprocess.PIPE, text=True,
             ))
             line = children[-1].stdout.readline()  # type: ignore[union-attr]
@@ -362,16 +421,22 @@ def main() -> None:
         " sets), as `leaseq serve --workers`; the first line's pid is their parent's. A send"
         " wakes receives waiting in its own process only, and GetQueueStats counts its own",
     )
+    parser.add_argument(
+        "--postgres-row", choices=("pgmq", "leaseq"), default="pgmq",
+        help="postgres: pgmq's table, or one shaped as leaseq's messages (see _LEASEQ_ROW)",
+    )
     parser.add_argument("--schema", help=argparse.SUPPRESS)  # a worker's: its parent's schema
     parser.add_argument("--dir", help="sqlite: where the file goes (a fresh temporary directory)")
     args = parser.parse_args()
     if args.workers < 1 or (args.workers > 1 and args.store != "postgres"):
         parser.error("--workers takes 1 or more, and more than 1 only with --store postgres")
+    if args.postgres_row != "pgmq" and args.store != "postgres":
+        parser.error("--postgres-row goes with --store postgres")
     if args.workers > 1:
         _serve_workers(args)
         return
     if args.store == "postgres":
-        store = _PostgresFloor(args.dsn, args.schema)
+        store = _PostgresFloor(args.dsn, args.schema, args.postgres_row)
         asyncio.run(_serve(args.listen, store, shared_port=args.schema is not None))
         return
     with tempfile.TemporaryDirectory(prefix="leaseq-floor-", dir=args.dir) as directory:

@@ -42,12 +42,16 @@ def _stop(server: subprocess.Popen[str]) -> None:
     assert server.returncode == 0, errors
 
 
-@pytest.fixture(params=["loop", "thread", "overlapped", "postgres", "postgres-workers"])
+@pytest.fixture(
+    params=["loop", "thread", "overlapped", "postgres", "postgres-workers", "postgres-leaseq-row"]
+)
 def floor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
     if request.param.startswith("postgres"):
         args = ["--store", "postgres", "--dsn", require_postgres()]
         if request.param.endswith("workers"):
             args += ["--workers", "2"]
+        if request.param.endswith("leaseq-row"):
+            args += ["--postgres-row", "leaseq"]
     else:
         args = ["--dir", str(tmp_path), "--sqlite-work", request.param]
     server, first = _start(*args)
@@ -100,12 +104,19 @@ def test_the_postgres_floor_drops_its_schema_when_stopped(workers: str) -> None:
         assert conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone() == (None,)
 
 
-def test_workers_are_for_postgres_only() -> None:
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--workers", "2"], "more than 1 only with --store postgres"),
+        (["--postgres-row", "leaseq"], "--postgres-row goes with --store postgres"),
+    ],
+)
+def test_workers_and_rows_are_for_postgres_only(args: list[str], said: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--workers", "2"], capture_output=True, text=True, timeout=60
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2
-    assert "more than 1 only with --store postgres" in done.stderr
+    assert said in done.stderr
 
 
 def test_an_unreachable_database_or_a_taken_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
