@@ -191,6 +191,7 @@ STATEMENTS: dict[str, tuple[str, str, bool]] = {
         pg.receive_sql(sized=True), "messages_visible", False
     ),
     "send, one statement": (pg.SEND_SQL, "messages_expiry", False),
+    "send of bodies, one statement": (pg.SEND_BODIES_SQL, "messages_expiry", False),
     "ack, one statement": (pg.DELETE_RECEIPTS_SQL, "messages_pkey", False),
     # Change visibility, releases, nacks: an UPDATE joined to an unnest of the keys (a join
     # order is the planner's choice: it must stay a probe of the primary key per key).

@@ -247,6 +247,7 @@ from .statements import (
     NEXT_VISIBLE_SQL,
     PEEK_KEYS_SQL,
     PURGE_SQL,
+    SEND_BODIES_SQL,
     SEND_SQL,
     SIZED_COLUMNS,
     SWEEP_SQL,

@@ -518,6 +518,25 @@ SEND_SQL = f"""
     SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
 """
 
+# SEND_SQL for messages that are only a body (send_bodies: the usual batch): two arrays, not
+# six. Each array costs the backend its parse and unnest, per element: four arrays of NULLs and
+# empty channels were about 12% of this statement's CPU (scripts/pg_send_cost.py's bare send,
+# 9.55 -> 8.27 us per message, batch 100, medians of four alternated rounds).
+SEND_BODIES_SQL = f"""
+    WITH q AS MATERIALIZED (
+        {_QUEUE_NOW}, q.default_delay, q.message_retention
+        FROM queues q, (SELECT {NOW_SQL} AS now) c
+        WHERE q.name = %(name)b FOR KEY SHARE OF q),
+    sent AS (
+        INSERT INTO messages (queue, message_id, body, channel, enqueued_at, expires_at,
+                              visible_at)
+        SELECT q.id, m.message_id, m.body, '', q.now, q.now + q.message_retention,
+               q.now + q.default_delay
+        FROM q, unnest(%(message_ids)b::text[], %(bodies)b::bytea[]) AS m(message_id, body)
+        RETURNING 1)
+    SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
+"""
+
 # Acks by receipt in one statement, for a request whose receipts name distinct messages of this
 # queue as the store knew it (%(queue)b and %(uid)b: a queue deleted and made again under the
 # same name has new ones, and then nothing is deleted). The rows are found by an ordered read of

@@ -91,6 +91,7 @@ from .statements import (
     PURGE_SQL,
     QUEUE_COLUMNS,
     REDRIVE_SQL,
+    SEND_BODIES_SQL,
     SEND_SQL,
     SIZED_COLUMNS,
     SIZE_SQL,
@@ -717,12 +718,15 @@ class PostgresStore(ChangeFeed):
             ids = new_message_ids(len(messages))
             await self._insert(
                 name,
-                ids,
-                [m.body for m in messages],
-                [_encode_attributes(m.attributes) for m in messages],
-                [m.channel for m in messages],
-                [m.ttl for m in messages],
-                [m.delay for m in messages],
+                SEND_SQL,
+                {
+                    "message_ids": ids,
+                    "bodies": [m.body for m in messages],
+                    "attributes": [_encode_attributes(m.attributes) for m in messages],
+                    "channels": [m.channel for m in messages],
+                    "ttls": [m.ttl for m in messages],
+                    "delays": [m.delay for m in messages],
+                },
             )
             return [SendOutcome(message_id) for message_id in ids]
 
@@ -776,39 +780,20 @@ class PostgresStore(ChangeFeed):
 
     async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
         """Send messages that are only a body (QueueCore.send_bodies' fast path): their ids."""
-        n = len(bodies)
-        ids = new_message_ids(n)
-        await self._insert(name, ids, bodies, [None] * n, [""] * n, [None] * n, [None] * n)
+        ids = new_message_ids(len(bodies))
+        await self._insert(name, SEND_BODIES_SQL, {"message_ids": ids, "bodies": bodies})
         return ids
 
-    async def _insert(
-        self,
-        name: str,
-        ids: list[str],
-        bodies: list[bytes],
-        attributes: list[str | None],
-        channels: list[str],
-        ttls: list[float | None],
-        delays: list[float | None],
-    ) -> None:
-        """SEND_SQL: messages without dedup ids (ttl, delay None: the queue's)."""
-        rows = await self._statement(
-            SEND_SQL,
+    async def _insert(self, name: str, statement: str, rows: dict[str, list[Any]]) -> None:
+        """SEND_SQL or SEND_BODIES_SQL (messages without dedup ids): rows are its arrays."""
+        answer = await self._statement(
+            statement,
             generic=True,
-            params={
-                "name": name,
-                "now": self._clock_now(),
-                "message_ids": ids,
-                "bodies": bodies,
-                "attributes": attributes,
-                "channels": channels,
-                "ttls": ttls,
-                "delays": delays,
-            },
+            params={"name": name, "now": self._clock_now(), **rows},
         )
-        if not rows:
+        if not answer:
             raise QueueNotFound(name)
-        now, queue_id, has_expired, count = rows[0]
+        now, queue_id, has_expired, count = answer[0]
         if count:
             self._publish([name])
         if has_expired:
