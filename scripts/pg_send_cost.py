@@ -1,0 +1,190 @@
+"""What one send costs PostgreSQL: the store's send statements against pgmq's insert.
+
+    python scripts/pg_send_cost.py [--dsn URL] [--batch 100] [--statements 3000] [--rounds 5]
+
+Each round runs four kinds of send, one after the other, each in a fresh schema made by the
+store itself (its migrations and CreateQueue) and dropped afterwards: --statements statements of
+--batch 100-byte bodies on one connection, each committed on its own, as
+
+- bodies: SEND_BODIES_SQL, what `SendMessages` runs for messages that are only a body (the usual
+          batch): prepared, generic plan, two arrays (ids, bodies);
+- any:    SEND_SQL, what it runs when some message has attributes, a channel, a delay or a TTL:
+          six arrays (here of NULLs and empty channels);
+- bare:   the INSERT of `bodies` alone, without what the store adds around it: the queue row's
+          lock and its expiry probe (a CTE), the channel-count trigger, messages_expiry;
+- pgmq:   pgmq's send_batch INSERT, on a table shaped as pgmq's (the floor server's).
+
+It prints, per round and as medians, the CPU that the database backend spent per message
+(read from /proc: the database must run on this machine) and the wall time per statement.
+bodies against bare is what leaseq adds to its INSERT; bare against pgmq is what leaseq's row
+costs (its message id, attributes, channel, times and lease columns, and the index that orders
+receives).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+from leaseq.bench.settings import DEFAULT_DSN
+from leaseq.server.store.base import QueueConfig, new_message_ids
+from leaseq.server.store.postgres import PostgresStore
+from leaseq.server.store.postgres.statements import (
+    GENERIC_PLAN_SQL,
+    SEND_BODIES_SQL,
+    SEND_SQL,
+)
+
+KINDS = ("bodies", "any", "bare", "pgmq")
+
+# The INSERT of SEND_BODIES_SQL alone: the queue's id, default delay and retention given.
+BARE_SQL = """
+    INSERT INTO messages (queue, message_id, body, channel, enqueued_at, expires_at, visible_at)
+    SELECT %(queue)b, m.message_id, m.body, '', c.now, c.now + %(retention)b, c.now + %(delay)b
+    FROM (SELECT extract(epoch FROM now())::float8 AS now) c,
+         unnest(%(message_ids)b::text[], %(bodies)b::bytea[]) AS m(message_id, body)
+"""
+BARE_SCHEMA = [
+    "ALTER TABLE messages DISABLE TRIGGER channel_counts_insert",
+    "DROP INDEX messages_expiry",
+]
+PGMQ_TABLE = [
+    "CREATE TABLE pgmq_q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY,"
+    " read_ct integer DEFAULT 0 NOT NULL, enqueued_at timestamptz DEFAULT now() NOT NULL,"
+    " vt timestamptz NOT NULL, message bytea)",
+    "CREATE INDEX ON pgmq_q (vt ASC)",
+]
+PGMQ_SQL = "INSERT INTO pgmq_q (vt, message) SELECT clock_timestamp(), unnest(%b::bytea[])"
+
+
+async def _make_schema(dsn: str, schema: str) -> int:
+    """A fresh schema with the store's tables and one queue "q": the queue's id."""
+    separator = "&" if "?" in dsn else "?"
+    store = PostgresStore.from_url(f"{dsn}{separator}schema={schema}&pool_min=1&pool_max=1")
+    await store.open()
+    try:
+        await store.create_queue("q", QueueConfig())
+    finally:
+        await store.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(f'SELECT id FROM "{schema}".queues WHERE name = %s', ("q",)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run(dsn: str, kind: str, batch: int, statements: int) -> tuple[float, float]:
+    """(backend CPU µs per message, wall ms per statement) of one kind in a fresh schema."""
+    schema = f"leaseq_send_cost_{secrets.token_hex(4)}"
+    queue_id = asyncio.run(_make_schema(dsn, schema))
+    config = QueueConfig()
+    bodies = [secrets.token_bytes(100) for _ in range(batch)]
+    try:
+        with psycopg.connect(dsn, autocommit=True, prepare_threshold=0) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            conn.execute(GENERIC_PLAN_SQL)
+            for statement in {"pgmq": PGMQ_TABLE, "bare": BARE_SCHEMA}.get(kind, []):
+                conn.execute(statement)
+            cursor = conn.cursor(binary=True)
+
+            def send() -> None:
+                if kind == "pgmq":
+                    cursor.execute(PGMQ_SQL, (bodies,))
+                    return
+                ids = new_message_ids(batch)
+                if kind == "bodies":
+                    cursor.execute(SEND_BODIES_SQL, {
+                        "name": "q", "now": None, "message_ids": ids, "bodies": bodies,
+                    })
+                    cursor.fetchall()
+                elif kind == "any":
+                    cursor.execute(SEND_SQL, {
+                        "name": "q", "now": None, "message_ids": ids, "bodies": bodies,
+                        "attributes": [None] * batch, "channels": [""] * batch,
+                        "ttls": [None] * batch, "delays": [None] * batch,
+                    })
+                    cursor.fetchall()
+                else:
+                    cursor.execute(BARE_SQL, {
+                        "queue": queue_id, "retention": config.message_retention,
+                        "delay": config.default_delay, "message_ids": ids, "bodies": bodies,
+                    })
+
+            for _ in range(min(200, statements)):  # warm: prepared, caches filled
+                send()
+            pid = conn.info.backend_pid
+            try:
+                cpu_before = _cpu_seconds(pid)
+            except OSError:
+                raise SystemExit(
+                    "pg_send_cost.py: the database's backend is not a process of this machine"
+                ) from None
+            started = time.perf_counter()
+            for _ in range(statements):
+                send()
+            wall = time.perf_counter() - started
+            cpu = _cpu_seconds(pid) - cpu_before
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    return cpu / (statements * batch) * 1e6, wall / statements * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dsn", default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN))
+    parser.add_argument("--batch", type=int, default=100, help="messages per statement (100)")
+    parser.add_argument("--statements", type=int, default=3000, help="per kind and round (3000)")
+    parser.add_argument("--rounds", type=int, default=5, help="the kinds alternate (5)")
+    args = parser.parse_args()
+    if args.batch < 1 or args.statements < 1 or args.rounds < 1:
+        parser.error("--batch, --statements and --rounds take 1 or more")
+    try:
+        psycopg.connect(args.dsn, connect_timeout=10).close()
+    except psycopg.Error as error:
+        raise SystemExit(f"pg_send_cost.py: {' '.join(str(error).split())}") from None
+    cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    wall: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    print(f"batch {args.batch}, {args.statements} statements per kind and round")
+    print(f"{'round':>5}  " + "  ".join(f"{kind + ' µs/msg':>14} {'ms/stmt':>8}" for kind in KINDS))
+    for round_number in range(1, args.rounds + 1):
+        for kind in KINDS:
+            cpu_per_message, wall_per_statement = _run(
+                args.dsn, kind, args.batch, args.statements
+            )
+            cpu[kind].append(cpu_per_message)
+            wall[kind].append(wall_per_statement)
+        print(f"{round_number:>5}  " + "  ".join(
+            f"{cpu[kind][-1]:>14.2f} {wall[kind][-1]:>8.3f}" for kind in KINDS
+        ), flush=True)
+    print(f"{'median':>5}  " + "  ".join(
+        f"{statistics.median(cpu[kind]):>14.2f} {statistics.median(wall[kind]):>8.3f}"
+        for kind in KINDS
+    ))
+    bodies, any_, bare, pgmq = (statistics.median(cpu[kind]) for kind in KINDS)
+    print(
+        f"backend CPU per message: bodies / any {_ratio(bodies, any_)},"
+        f" bodies / bare {_ratio(bodies, bare)}, bare / pgmq {_ratio(bare, pgmq)},"
+        f" bodies / pgmq {_ratio(bodies, pgmq)}"
+    )
+
+
+def _ratio(part: float, whole: float) -> str:
+    # The CPU clock ticks every 10 ms: a run that short may read none.
+    return f"{part / whole:.2f}x" if whole else "n/a (too short to read the CPU)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
