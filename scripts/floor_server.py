@@ -22,8 +22,8 @@ The database work is someone else's minimum:
 - postgres: pgmq's own statements (its `send_batch`, `read` and `delete`, on a table shaped as
   pgmq's with bytea bodies) through psycopg's async pool, as leaseq's PostgreSQL store talks to
   the database, in a fresh schema of --dsn dropped at exit. --postgres-row leaseq runs them on
-  a table shaped as leaseq's messages instead (what a leaseq message carries and the indexes its
-  receive and retention need, nothing else of the store): the floor of a server that keeps
+  leaseq's messages table instead, made by the store's migrations, with only the indexes its
+  receive and retention need and nothing else of the store: the floor of a server that keeps
   leaseq's messages, where pgmq's row is the floor of any server.
 
 One queue, whatever name a request gives; no validation, no receipts' MAC, no tombstones, no
@@ -122,7 +122,7 @@ class _SqliteFloor:
 class _PostgresFloor:
     """pgmq's table and statements (pgmq 1.5's create, send_batch, read and delete), in a fresh
     schema (dropped at close), or in the schema of the parent process (--workers). With
-    row="leaseq", the same statements on a table shaped as leaseq's messages (_LEASEQ_ROW)."""
+    row="leaseq", the same statements on leaseq's messages table (_leaseq_row)."""
 
     def __init__(self, dsn: str, schema: str | None = None, row: str = "pgmq") -> None:
         self.dsn = dsn
@@ -137,8 +137,7 @@ class _PostgresFloor:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {self.schema}")
             if self.row == "leaseq":
-                for statement in _LEASEQ_ROW:
-                    conn.execute(statement.format(schema=self.schema))
+                _leaseq_row(conn, self.dsn, self.schema)
                 return
             conn.execute(
                 f"CREATE TABLE {self.schema}.q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS"
@@ -206,48 +205,54 @@ class _PostgresFloor:
             return await cursor.fetchall()
 
     async def delete(self, receipts: list[tuple[int, str]]) -> None:
-        column = "key" if self.row == "leaseq" else "msg_id"
+        table, column = ("messages", "key") if self.row == "leaseq" else ("q", "msg_id")
         async with self.pool.connection() as conn:
             await conn.execute(
-                f"DELETE FROM q WHERE {column} = ANY(%b::bigint[])",
+                f"DELETE FROM {table} WHERE {column} = ANY(%b::bigint[])",
                 ([key for key, _ in receipts],),
             )
 
 
-# --postgres-row leaseq: the table holds what a leaseq message carries (server/store/postgres/
-# schema.py: its id, body, attributes, channel, the instants it was sent, expires and becomes
-# visible, its lease), with the two indexes its receive order and its retention need; none of
-# the store's queue row, counters, triggers, tombstones or lock. The statements are pgmq's,
-# written for those columns (one queue: 1), the times as leaseq keeps them (seconds, float8).
-_LEASEQ_ROW = [
-    """CREATE TABLE {schema}.q (
-        key            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        queue          bigint NOT NULL,
-        message_id     text NOT NULL,
-        body           bytea NOT NULL,
-        attributes     jsonb,
-        channel        text COLLATE "C" NOT NULL,
-        enqueued_at    float8 NOT NULL,
-        expires_at     float8 NOT NULL,
-        visible_at     float8 NOT NULL,
-        leased         boolean NOT NULL DEFAULT false,
-        delivery_count integer NOT NULL DEFAULT 0,
-        receipt_seq    integer NOT NULL DEFAULT 0
-    ) WITH (fillfactor = 90)""",
-    "ALTER TABLE {schema}.q ALTER COLUMN body SET STORAGE EXTERNAL",
-    "CREATE INDEX ON {schema}.q (queue, visible_at, key)",
-    "CREATE INDEX ON {schema}.q (queue, expires_at)",
-]
+# --postgres-row leaseq: leaseq's messages table as the store's migrations make it (its id, body,
+# attributes, channel, the instants it was sent, expires and becomes visible, its lease), with
+# the three indexes its key lookups, receive order and retention need; none of the store's queue
+# row, counters, triggers, other indexes, tombstones or lock. The statements are pgmq's, written
+# for those columns (one queue: 1), the times as leaseq keeps them (seconds, float8).
+_LEASEQ_ROW_KEPT = ("messages_pkey", "messages_visible", "messages_expiry")
+
+
+def _leaseq_row(conn: Any, dsn: str, schema: str) -> None:
+    from leaseq.server.store.postgres.schema import _migrate
+
+    async def migrate() -> None:
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(dsn) as migrating:
+            await _migrate(migrating, schema)
+
+    # The store's migrations are asynchronous, and this runs inside the server's event loop.
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, migrate()).result()
+    others = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'messages'"
+        " AND indexname <> ALL(%s)",
+        (schema, list(_LEASEQ_ROW_KEPT)),
+    ).fetchall()
+    for (index,) in others:
+        conn.execute(f"DROP INDEX {schema}.{index}")
+    conn.execute(f"ALTER TABLE {schema}.messages DISABLE TRIGGER USER")
+
+
 _NOW = "(SELECT extract(epoch FROM clock_timestamp())::float8 AS now) c"
 _LEASEQ_INSERT = (
-    "INSERT INTO q (queue, message_id, body, channel, enqueued_at, expires_at, visible_at)"
+    "INSERT INTO messages (queue, message_id, body, channel, enqueued_at, expires_at, visible_at)"
     " SELECT 1, m.id, m.body, '', c.now, c.now + 345600, c.now"
     f" FROM {_NOW}, unnest(%b::text[], %b::bytea[]) AS m(id, body)"
 )
 _LEASEQ_LEASE = (
-    f"WITH cte AS (SELECT key FROM q, {_NOW} WHERE queue = 1 AND visible_at <= c.now"
+    f"WITH cte AS (SELECT key FROM messages, {_NOW} WHERE queue = 1 AND visible_at <= c.now"
     " ORDER BY visible_at, key LIMIT %b FOR UPDATE SKIP LOCKED)"
-    f" UPDATE q m SET visible_at = c.now + 30, leased = true,"
+    " UPDATE messages m SET visible_at = c.now + 30, leased = true,"
     " delivery_count = m.delivery_count + 1, receipt_seq = m.receipt_seq + 1"
     f" FROM cte, {_NOW} WHERE m.key = cte.key"
     " RETURNING m.key, m.body, m.receipt_seq::text"
@@ -423,7 +428,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--postgres-row", choices=("pgmq", "leaseq"), default="pgmq",
-        help="postgres: pgmq's table, or one shaped as leaseq's messages (see _LEASEQ_ROW)",
+        help="postgres: pgmq's table, or leaseq's messages table (see _leaseq_row)",
     )
     parser.add_argument("--schema", help=argparse.SUPPRESS)  # a worker's: its parent's schema
     parser.add_argument("--dir", help="sqlite: where the file goes (a fresh temporary directory)")

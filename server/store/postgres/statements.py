@@ -496,16 +496,24 @@ def receive_sql(channel_clause: str = "", sized: bool = False) -> str:
     """
 
 
-# A send without dedup ids in one statement: FOR KEY SHARE of the queue's row (a concurrent
-# DeleteQueue waits for it, then deletes what it wrote), the rows, each message's delay and
-# retention (NULL: the queue's). Returns q.now, q.id, has_expired and the
-# count; no row when there is no such queue.
-SEND_SQL = f"""
+def _send_sql(insert: str) -> str:
+    """A send without dedup ids in one statement: FOR KEY SHARE of the queue's row (a concurrent
+    DeleteQueue waits for it, then deletes what it wrote), then `insert`, an INSERT of the rows
+    that reads the queue's row as q. Returns q.now, q.id, has_expired and the count; no row when
+    there is no such queue."""
+    return f"""
     WITH q AS MATERIALIZED (
         {_QUEUE_NOW}, q.default_delay, q.message_retention
         FROM queues q, (SELECT {NOW_SQL} AS now) c
         WHERE q.name = %(name)b FOR KEY SHARE OF q),
-    sent AS (
+    sent AS ({insert}
+        RETURNING 1)
+    SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
+"""
+
+
+# Each message's delay and retention (NULL: the queue's), attributes and channel.
+SEND_SQL = _send_sql("""
         INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,
                               expires_at, visible_at)
         SELECT q.id, m.message_id, m.body, m.attributes::jsonb, m.channel, q.now,
@@ -513,29 +521,18 @@ SEND_SQL = f"""
                q.now + COALESCE(m.delay, q.default_delay)
         FROM q, unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
                        %(channels)b::text[], %(ttls)b::float8[], %(delays)b::float8[])
-             AS m(message_id, body, attributes, channel, ttl, delay)
-        RETURNING 1)
-    SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
-"""
+             AS m(message_id, body, attributes, channel, ttl, delay)""")
 
 # SEND_SQL for messages that are only a body (send_bodies: the usual batch): two arrays, not
 # six. Each array costs its dump in the server (per element, in Python) and its parse and unnest
 # in the backend: `python scripts/pg_send_cost.py --rounds 7` (batch 100) gave 7.80 against 8.33
 # us of backend CPU per message and 1.14 against 1.25 ms per statement.
-SEND_BODIES_SQL = f"""
-    WITH q AS MATERIALIZED (
-        {_QUEUE_NOW}, q.default_delay, q.message_retention
-        FROM queues q, (SELECT {NOW_SQL} AS now) c
-        WHERE q.name = %(name)b FOR KEY SHARE OF q),
-    sent AS (
+SEND_BODIES_SQL = _send_sql("""
         INSERT INTO messages (queue, message_id, body, channel, enqueued_at, expires_at,
                               visible_at)
         SELECT q.id, m.message_id, m.body, '', q.now, q.now + q.message_retention,
                q.now + q.default_delay
-        FROM q, unnest(%(message_ids)b::text[], %(bodies)b::bytea[]) AS m(message_id, body)
-        RETURNING 1)
-    SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
-"""
+        FROM q, unnest(%(message_ids)b::text[], %(bodies)b::bytea[]) AS m(message_id, body)""")
 
 # Acks by receipt in one statement, for a request whose receipts name distinct messages of this
 # queue as the store knew it (%(queue)b and %(uid)b: a queue deleted and made again under the
