@@ -428,7 +428,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--postgres-row", choices=("pgmq", "leaseq"), default="pgmq",
-        help="postgres: pgmq's table, or leaseq's messages table (see _leaseq_row)",
+        help="postgres: pgmq's table, or leaseq's messages table (see the module docstring)",
     )
     parser.add_argument("--schema", help=argparse.SUPPRESS)  # a worker's: its parent's schema
     parser.add_argument("--dir", help="sqlite: where the file goes (a fresh temporary directory)")

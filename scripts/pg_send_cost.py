@@ -144,7 +144,10 @@ def _run(dsn: str, kind: str, batch: int, statements: int) -> tuple[float, float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dsn", default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN))
+    parser.add_argument(
+        "--dsn", default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN),
+        help="the database that gets the fresh schemas (as leaseq bench's --dsn)",
+    )
     parser.add_argument("--batch", type=int, default=100, help="messages per statement (100)")
     parser.add_argument("--statements", type=int, default=3000, help="per kind and round (3000)")
     parser.add_argument("--rounds", type=int, default=5, help="the kinds alternate (5)")
