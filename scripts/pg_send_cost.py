@@ -30,13 +30,14 @@ import secrets
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import psycopg
 
+from leaseq.bench.cpu import process_cpu_seconds
+from leaseq.bench.launcher import store_for
 from leaseq.bench.settings import DEFAULT_DSN
 from leaseq.server.store.base import QueueConfig, new_message_ids
-from leaseq.server.store.postgres import PostgresStore
+from leaseq.server.store.postgres import PostgresStore, parse_url
 from leaseq.server.store.postgres.statements import (
     GENERIC_PLAN_SQL,
     SEND_BODIES_SQL,
@@ -65,38 +66,38 @@ PGMQ_TABLE = [
 PGMQ_SQL = "INSERT INTO pgmq_q (vt, message) SELECT clock_timestamp(), unnest(%b::bytea[])"
 
 
-async def _make_schema(dsn: str, schema: str) -> int:
-    """A fresh schema with the store's tables and one queue "q": the queue's id."""
-    separator = "&" if "?" in dsn else "?"
-    store = PostgresStore.from_url(f"{dsn}{separator}schema={schema}&pool_min=1&pool_max=1")
+async def _make_queue(url: str) -> None:
+    """The store's tables in url's schema (its migrations), and the queue "q"."""
+    store = PostgresStore.from_url(url)
     await store.open()
     try:
         await store.create_queue("q", QueueConfig())
     finally:
         await store.close()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(f'SELECT id FROM "{schema}".queues WHERE name = %s', ("q",)).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _backend_cpu_seconds(pid: int) -> float:
+    seconds = process_cpu_seconds(pid)
+    if seconds is None:
+        raise SystemExit("pg_send_cost.py: the database's backend is not a process of this machine")
+    return seconds
 
 
 def _run(dsn: str, kind: str, batch: int, statements: int) -> tuple[float, float]:
     """(backend CPU µs per message, wall ms per statement) of one kind in a fresh schema."""
-    schema = f"leaseq_send_cost_{secrets.token_hex(4)}"
-    queue_id = asyncio.run(_make_schema(dsn, schema))
     config = QueueConfig()
     bodies = [secrets.token_bytes(100) for _ in range(batch)]
-    try:
-        with psycopg.connect(dsn, autocommit=True, prepare_threshold=0) as conn:
-            conn.execute(f'SET search_path TO "{schema}"')
+    with store_for("postgres", dsn, prefix="leaseq_send_cost") as url:
+        asyncio.run(_make_queue(url))
+        where = parse_url(url)
+        with psycopg.connect(where.conninfo, autocommit=True, prepare_threshold=0) as conn:
+            conn.execute(f'SET search_path TO "{where.schema}"')
             conn.execute(GENERIC_PLAN_SQL)
             for statement in {"pgmq": PGMQ_TABLE, "bare": BARE_SCHEMA}.get(kind, []):
                 conn.execute(statement)
+            row = conn.execute("SELECT id FROM queues WHERE name = 'q'").fetchone()
+            assert row is not None
+            queue_id = row[0]
             cursor = conn.cursor(binary=True)
 
             def send() -> None:
@@ -125,20 +126,12 @@ def _run(dsn: str, kind: str, batch: int, statements: int) -> tuple[float, float
             for _ in range(min(200, statements)):  # warm: prepared, caches filled
                 send()
             pid = conn.info.backend_pid
-            try:
-                cpu_before = _cpu_seconds(pid)
-            except OSError:
-                raise SystemExit(
-                    "pg_send_cost.py: the database's backend is not a process of this machine"
-                ) from None
+            cpu_before = _backend_cpu_seconds(pid)
             started = time.perf_counter()
             for _ in range(statements):
                 send()
             wall = time.perf_counter() - started
-            cpu = _cpu_seconds(pid) - cpu_before
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+            cpu = _backend_cpu_seconds(pid) - cpu_before
     return cpu / (statements * batch) * 1e6, wall / statements * 1e3
 
 
