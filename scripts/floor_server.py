@@ -58,6 +58,7 @@ import grpc
 from leaseq.bench import baseline
 from leaseq.bench.settings import DEFAULT_DSN
 from leaseq.server.app import SERVER_OPTIONS
+from leaseq.server.store.base import new_message_ids
 from leaseq.v1 import queue_service_pb2 as pb
 
 T = TypeVar("T")
@@ -119,6 +120,17 @@ class _SqliteFloor:
         return await loop.run_in_executor(self._thread, work, self.db, argument)
 
 
+# pgmq 1.5's queue table (its create) and its send_batch INSERT, in the schema on the search path
+# (scripts/pg_send_cost.py sends the same way).
+PGMQ_TABLE = [
+    "CREATE TABLE q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY, read_ct integer"
+    " DEFAULT 0 NOT NULL, enqueued_at timestamptz DEFAULT now() NOT NULL, vt timestamptz NOT NULL,"
+    " message bytea)",
+    "CREATE INDEX ON q (vt ASC)",
+]
+PGMQ_SEND_SQL = "INSERT INTO q (vt, message) SELECT clock_timestamp(), unnest(%b::bytea[])"
+
+
 class _PostgresFloor:
     """pgmq's table and statements (pgmq 1.5's create, send_batch, read and delete), in a fresh
     schema (dropped at close), or in the schema of the parent process (--workers). With
@@ -139,12 +151,9 @@ class _PostgresFloor:
             if self.row == "leaseq":
                 _leaseq_row(conn, self.dsn, self.schema)
                 return
-            conn.execute(
-                f"CREATE TABLE {self.schema}.q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS"
-                " IDENTITY, read_ct integer DEFAULT 0 NOT NULL, enqueued_at timestamptz DEFAULT"
-                " now() NOT NULL, vt timestamptz NOT NULL, message bytea)"
-            )
-            conn.execute(f"CREATE INDEX ON {self.schema}.q (vt ASC)")
+            conn.execute(f"SET search_path TO {self.schema}")
+            for statement in PGMQ_TABLE:
+                conn.execute(statement)
 
     def drop(self) -> None:
         import psycopg
@@ -156,7 +165,8 @@ class _PostgresFloor:
         from psycopg_pool import AsyncConnectionPool
 
         if self.owned:
-            _opening(self.create)
+            # On a thread: the leaseq row's migrations run their own event loop.
+            await asyncio.to_thread(_opening, self.create)
         self.pool = AsyncConnectionPool(
             self.dsn,
             min_size=2,
@@ -181,15 +191,11 @@ class _PostgresFloor:
     async def insert(self, bodies: list[bytes]) -> None:
         async with self.pool.connection() as conn:
             if self.row == "leaseq":
-                # Each message's id drawn here, as leaseq's store draws them (store/base.py).
-                digits = os.urandom(16 * len(bodies)).hex()
-                ids = [digits[start : start + 32] for start in range(0, len(digits), 32)]
+                # Each message's id drawn here, as leaseq's store draws them.
+                ids = new_message_ids(len(bodies))
                 await conn.execute(_LEASEQ_INSERT, (ids, bodies), prepare=True)
                 return
-            await conn.execute(
-                "INSERT INTO q (vt, message) SELECT clock_timestamp(), unnest(%b::bytea[])",
-                (bodies,),
-            )
+            await conn.execute(PGMQ_SEND_SQL, (bodies,))
 
     async def lease(self, wanted: int) -> Leased:
         async with self.pool.connection() as conn:
@@ -230,9 +236,7 @@ def _leaseq_row(conn: Any, dsn: str, schema: str) -> None:
         async with await psycopg.AsyncConnection.connect(dsn) as migrating:
             await _migrate(migrating, schema)
 
-    # The store's migrations are asynchronous, and this runs inside the server's event loop.
-    with ThreadPoolExecutor(1) as thread:
-        thread.submit(asyncio.run, migrate()).result()
+    asyncio.run(migrate())
     others = conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'messages'"
         " AND indexname <> ALL(%s)",

@@ -44,6 +44,10 @@ from leaseq.server.store.postgres.statements import (
     SEND_SQL,
 )
 
+# pgmq's table and INSERT as the floor server makes and runs them (scripts/ is on sys.path: the
+# script's folder).
+from floor_server import PGMQ_SEND_SQL, PGMQ_TABLE  # noqa: E402
+
 KINDS = ("bodies", "any", "bare", "pgmq")
 
 # The INSERT of SEND_BODIES_SQL alone: the queue's id, default delay and retention given.
@@ -57,14 +61,6 @@ BARE_SCHEMA = [
     "ALTER TABLE messages DISABLE TRIGGER channel_counts_insert",
     "DROP INDEX messages_expiry",
 ]
-PGMQ_TABLE = [
-    "CREATE TABLE pgmq_q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY,"
-    " read_ct integer DEFAULT 0 NOT NULL, enqueued_at timestamptz DEFAULT now() NOT NULL,"
-    " vt timestamptz NOT NULL, message bytea)",
-    "CREATE INDEX ON pgmq_q (vt ASC)",
-]
-PGMQ_SQL = "INSERT INTO pgmq_q (vt, message) SELECT clock_timestamp(), unnest(%b::bytea[])"
-
 
 async def _make_queue(url: str) -> None:
     """The store's tables in url's schema (its migrations), and the queue "q"."""
@@ -102,7 +98,7 @@ def _run(dsn: str, kind: str, batch: int, statements: int) -> tuple[float, float
 
             def send() -> None:
                 if kind == "pgmq":
-                    cursor.execute(PGMQ_SQL, (bodies,))
+                    cursor.execute(PGMQ_SEND_SQL, (bodies,))
                     return
                 ids = new_message_ids(batch)
                 if kind == "bodies":
