@@ -1,6 +1,7 @@
 """What one send costs PostgreSQL: the store's send statements against pgmq's insert.
 
     python scripts/pg_send_cost.py [--dsn URL] [--batch 100] [--statements 3000] [--rounds 5]
+                                   [--parts]
 
 Each round runs four kinds of send, one after the other, each in a fresh schema made by the
 store itself (its migrations and CreateQueue) and dropped afterwards: --statements statements of
@@ -17,8 +18,17 @@ store itself (its migrations and CreateQueue) and dropped afterwards: --statemen
 It prints, per round and as medians, the CPU that the database backend spent per message
 (read from /proc: the database must run on this machine) and the wall time per statement.
 bodies against bare is what leaseq adds to its INSERT; bare against pgmq is what leaseq's row
-costs (its message id, attributes, channel, times and lease columns, and the index that orders
-receives).
+costs (its message id, attributes, channel, times and lease columns, the index that orders
+receives and the one that finds stats' oldest message).
+
+--parts splits those two gaps instead, one part taken away at a time: bodies, bare and pgmq as
+above, and
+
+- untriggered:  bodies without the channel-count trigger (what the trigger costs);
+- unindexed:    bare without messages_enqueued, the index of stats' oldest visible message;
+- anonymous:    bare without the message id (the column left NULL, none drawn or sent);
+- lean:         bare without the message id and every index but the primary key and
+                messages_visible: the two pgmq's table has (its key, its vt).
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from leaseq.server.store.postgres.statements import (
 from floor_server import PGMQ_SEND_SQL, PGMQ_TABLE  # noqa: E402
 
 KINDS = ("bodies", "any", "bare", "pgmq")
+PARTS = ("bodies", "untriggered", "bare", "unindexed", "anonymous", "lean", "pgmq")
 
 # The INSERT of SEND_BODIES_SQL alone: the queue's id, default delay and retention given.
 BARE_SQL = """
@@ -61,6 +72,28 @@ BARE_SCHEMA = [
     "ALTER TABLE messages DISABLE TRIGGER channel_counts_insert",
     "DROP INDEX messages_expiry",
 ]
+# BARE_SQL without the message id, for a column that takes NULL.
+ANONYMOUS_SQL = """
+    INSERT INTO messages (queue, body, channel, enqueued_at, expires_at, visible_at)
+    SELECT %(queue)b, m.body, '', c.now, c.now + %(retention)b, c.now + %(delay)b
+    FROM (SELECT extract(epoch FROM now())::float8 AS now) c, unnest(%(bodies)b::bytea[]) AS m(body)
+"""
+_ANONYMOUS = [*BARE_SCHEMA, "ALTER TABLE messages ALTER COLUMN message_id DROP NOT NULL"]
+# Each kind: the statements that shape its schema after the store's migrations, and the send it
+# runs (SEND_BODIES_SQL, SEND_SQL, BARE_SQL, ANONYMOUS_SQL or pgmq's).
+SETUP: dict[str, list[str]] = {
+    "bodies": [],
+    "any": [],
+    "untriggered": ["ALTER TABLE messages DISABLE TRIGGER channel_counts_insert"],
+    "bare": BARE_SCHEMA,
+    "unindexed": [*BARE_SCHEMA, "DROP INDEX messages_enqueued"],
+    "anonymous": _ANONYMOUS,
+    "lean": [
+        *_ANONYMOUS,
+        *(f"DROP INDEX messages_{name}" for name in ("enqueued", "leased", "attempt", "channel")),
+    ],
+    "pgmq": PGMQ_TABLE,
+}
 
 async def _make_queue(url: str) -> None:
     """The store's tables in url's schema (its migrations), and the queue "q"."""
@@ -89,7 +122,7 @@ def _run(dsn: str, kind: str, batch: int, statements: int) -> tuple[float, float
         with psycopg.connect(where.conninfo, autocommit=True, prepare_threshold=0) as conn:
             conn.execute(f'SET search_path TO "{where.schema}"')
             conn.execute(GENERIC_PLAN_SQL)
-            for statement in {"pgmq": PGMQ_TABLE, "bare": BARE_SCHEMA}.get(kind, []):
+            for statement in SETUP[kind]:
                 conn.execute(statement)
             row = conn.execute("SELECT id FROM queues WHERE name = 'q'").fetchone()
             assert row is not None
@@ -100,8 +133,14 @@ def _run(dsn: str, kind: str, batch: int, statements: int) -> tuple[float, float
                 if kind == "pgmq":
                     cursor.execute(PGMQ_SEND_SQL, (bodies,))
                     return
+                if kind in ("anonymous", "lean"):
+                    cursor.execute(ANONYMOUS_SQL, {
+                        "queue": queue_id, "retention": config.message_retention,
+                        "delay": config.default_delay, "bodies": bodies,
+                    })
+                    return
                 ids = new_message_ids(batch)
-                if kind == "bodies":
+                if kind in ("bodies", "untriggered"):
                     cursor.execute(SEND_BODIES_SQL, {
                         "name": "q", "now": None, "message_ids": ids, "bodies": bodies,
                     })
@@ -140,6 +179,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="messages per statement (100)")
     parser.add_argument("--statements", type=int, default=3000, help="per kind and round (3000)")
     parser.add_argument("--rounds", type=int, default=5, help="the kinds alternate (5)")
+    parser.add_argument(
+        "--parts", action="store_true",
+        help="split the row's cost, one part taken away at a time (see the docstring)",
+    )
     args = parser.parse_args()
     if args.batch < 1 or args.statements < 1 or args.rounds < 1:
         parser.error("--batch, --statements and --rounds take 1 or more")
@@ -147,25 +190,31 @@ def main() -> None:
         psycopg.connect(args.dsn, connect_timeout=10).close()
     except psycopg.Error as error:
         raise SystemExit(f"pg_send_cost.py: {' '.join(str(error).split())}") from None
-    cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    wall: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    kinds = PARTS if args.parts else KINDS
+    cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
+    wall: dict[str, list[float]] = {kind: [] for kind in kinds}
     print(f"batch {args.batch}, {args.statements} statements per kind and round")
-    print(f"{'round':>5}  " + "  ".join(f"{kind + ' µs/msg':>14} {'ms/stmt':>8}" for kind in KINDS))
+    print(f"{'round':>5}  " + "  ".join(f"{kind + ' µs/msg':>18} {'ms/stmt':>8}" for kind in kinds))
     for round_number in range(1, args.rounds + 1):
-        for kind in KINDS:
+        for kind in kinds:
             cpu_per_message, wall_per_statement = _run(
                 args.dsn, kind, args.batch, args.statements
             )
             cpu[kind].append(cpu_per_message)
             wall[kind].append(wall_per_statement)
         print(f"{round_number:>5}  " + "  ".join(
-            f"{cpu[kind][-1]:>14.2f} {wall[kind][-1]:>8.3f}" for kind in KINDS
+            f"{cpu[kind][-1]:>18.2f} {wall[kind][-1]:>8.3f}" for kind in kinds
         ), flush=True)
+    medians = {kind: statistics.median(cpu[kind]) for kind in kinds}
     print(f"{'median':>5}  " + "  ".join(
-        f"{statistics.median(cpu[kind]):>14.2f} {statistics.median(wall[kind]):>8.3f}"
-        for kind in KINDS
+        f"{medians[kind]:>18.2f} {statistics.median(wall[kind]):>8.3f}" for kind in kinds
     ))
-    bodies, any_, bare, pgmq = (statistics.median(cpu[kind]) for kind in KINDS)
+    if args.parts:
+        print("backend CPU per message against pgmq: " + ", ".join(
+            f"{kind} {_ratio(medians[kind], medians['pgmq'])}" for kind in kinds[:-1]
+        ))
+        return
+    bodies, any_, bare, pgmq = (medians[kind] for kind in KINDS)
     print(
         f"backend CPU per message: bodies / any {_ratio(bodies, any_)},"
         f" bodies / bare {_ratio(bodies, bare)}, bare / pgmq {_ratio(bare, pgmq)},"

@@ -43,6 +43,21 @@ def test_each_kind_is_measured_and_its_schema_dropped() -> None:
     assert _schemas() == before
 
 
+def test_parts_take_one_part_away_at_a_time() -> None:
+    dsn = require_postgres()
+    before = _schemas()
+    done = _run("--dsn", dsn, "--batch", "3", "--statements", "4", "--rounds", "1", "--parts")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].split()[1::3] == [
+        "bodies", "untriggered", "bare", "unindexed", "anonymous", "lean", "pgmq",
+    ]
+    median = next(line.split() for line in lines if line.startswith("median"))
+    assert len(median) == 1 + 2 * 7
+    assert lines[-1].startswith("backend CPU per message against pgmq: bodies ")
+    assert _schemas() == before
+
+
 def test_an_unreachable_database_is_one_line_and_exit_1() -> None:
     done = _run("--dsn", f"postgresql://nobody@127.0.0.1:{free_port()}/x")
     assert done.returncode == 1
