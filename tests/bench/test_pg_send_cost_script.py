@@ -1,5 +1,6 @@
-"""scripts/pg_send_cost.py: the four kinds of send run against the real PostgreSQL, each in a
-schema of its own that is gone afterwards (the figures are the script's business)."""
+"""scripts/pg_send_cost.py: its kinds of send (the four, and --parts') run against the real
+PostgreSQL, each in a schema of its own that is gone afterwards (the figures are the script's
+business)."""
 
 from __future__ import annotations
 
