@@ -111,8 +111,10 @@ def _consume(dsn: str, queue: str, consumers: int, batch: int, duration: float,
     out, go, release = context.Queue(), context.Event(), context.Event()
     window = context.Array("d", 2)
     readies = [context.Event() for _ in range(consumers)]
+    # Daemons: when this process gives up (a consumer that never connects), the others, waiting
+    # for `go`, end with it instead of holding its exit.
     processes = [
-        context.Process(target=_pgmq_consumer,
+        context.Process(target=_pgmq_consumer, daemon=True,
                         args=(dsn, queue, batch, ready, go, window, out, release))
         for ready in readies
     ]
