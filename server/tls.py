@@ -12,13 +12,19 @@ load balancer, or the StatefulSet's).
 from __future__ import annotations
 
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import grpc
 
-if TYPE_CHECKING:
-    from .auth import TLSFiles
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """The server's certificate and key, and the CA of client certificates (mutual TLS)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
 
 
 def _read(path: Path, what: str) -> bytes:
