@@ -2,20 +2,29 @@
 
 The repository's folders are not laid out as the packages they install as (pyproject.toml maps
 `client/` to `leaseq.client`, `spark_ext/` to `leaseq.spark_ext`, ...), so griffe, which reads
-source files by path, cannot find `leaseq.client`. Before the build this makes a tree of links
-under build/api-src (`leaseq/client -> client/`, ...) that mkdocs.yml's `paths` points at.
+source files by path, cannot find `leaseq.client`. Before the build this lays the tree of links
+scripts/typecheck lays for mypy, build/import-tree (`leaseq/client -> client/`, ...), which
+mkdocs.yml's `paths` points at.
 """
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from pathlib import Path
 from typing import Any
 
+from mkdocs.plugins import event_priority
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
-TREE = ROOT / "build" / "api-src"
+TREE = ROOT / "build" / "import-tree"
 
 
+@event_priority(100)  # before mkdocstrings reads its `paths`
 def on_config(config: Any, **_: Any) -> Any:
     mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     for name, folder in mapping.items():
