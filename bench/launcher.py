@@ -82,7 +82,7 @@ class ServerProcess:
 
     def __init__(self, store_url: str, log_path: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.store_url = store_url
-        self.extra_args = extra_args  # more `leaseq serve` flags (scripts/bench_sqs.py)
+        self.extra_args = extra_args  # more `leaseq serve` flags (leaseq.bench.sqs)
         self.log_path = log_path
         self.target = ""
         self.process: subprocess.Popen[bytes] | None = None

@@ -8,7 +8,7 @@ and writes the wire format straight from and into Arrow buffers. Where that modu
 generated protobuf classes, a few microseconds per message slower; tests check that both give
 the same bytes and the same tables (``tests/client/test_wire_arrow.py``).
 
-``scripts/bench_arrow.py --codec`` prints the cost of each conversion per row, with and without
+``python -m leaseq.bench.arrow_path --codec`` prints the cost of each conversion per row, with and without
 the compiled module.
 """
 

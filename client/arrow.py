@@ -7,7 +7,7 @@ messages travel as the ordinary repeated protobuf fields (the same RPCs as ``sen
 response bytes into Arrow columns, without a Python object per message (its C twin,
 ``_wire_arrow_c``; a send with attributes, delays or ttls builds its entries row by row here).
 Carrying Arrow IPC bytes in the protobuf messages instead was measured and did not pay
-(``scripts/bench_arrow.py``; the figures are in the README), so the proto stays one shape that
+(``python -m leaseq.bench.arrow_path``; the figures are in docs/performance.md), so the proto stays one shape that
 every language's client can use.
 
 Cutting: every RPC carries at most 10,000 rows (the API's batch limit) and, for sends and acks,

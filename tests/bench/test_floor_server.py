@@ -1,4 +1,4 @@
-"""scripts/floor_server.py: the floor server answers leaseq's client as leaseq does in what the
+"""python -m leaseq.bench.floor_server: the floor server answers leaseq's client as leaseq does in what the
 benchmarks use (send, a receive that leases and waits, delete, stats), on SQLite and on
 PostgreSQL, and leaves nothing behind when stopped (the figures are the benchmarks' business)."""
 
@@ -19,13 +19,13 @@ from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 from tests.support.postgres import connect, require_postgres
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "floor_server.py"
+MODULE = "leaseq.bench.floor_server"
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
     address = f"127.0.0.1:{free_port()}"
     server = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--listen", address, *args],
+        [sys.executable, "-m", MODULE, "--listen", address, *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert server.stdout is not None
@@ -113,7 +113,7 @@ def test_the_postgres_floor_drops_its_schema_when_stopped(workers: str) -> None:
 )
 def test_workers_and_rows_are_for_postgres_only(args: list[str], said: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", MODULE, *args], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2
     assert said in done.stderr
@@ -121,7 +121,7 @@ def test_workers_and_rows_are_for_postgres_only(args: list[str], said: str) -> N
 
 def test_an_unreachable_database_or_a_taken_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
     unreachable = subprocess.run(
-        [sys.executable, str(SCRIPT), "--store", "postgres", "--dsn",
+        [sys.executable, "-m", MODULE, "--store", "postgres", "--dsn",
          f"postgresql://nobody@127.0.0.1:{free_port()}/x"],
         capture_output=True, text=True, timeout=60,
     )
@@ -132,7 +132,7 @@ def test_an_unreachable_database_or_a_taken_port_is_one_line_and_exit_1(tmp_path
     try:
         address = first.split()[3].rstrip(",")
         taken = subprocess.run(
-            [sys.executable, str(SCRIPT), "--listen", address, "--dir", str(tmp_path)],
+            [sys.executable, "-m", MODULE, "--listen", address, "--dir", str(tmp_path)],
             capture_output=True, text=True, timeout=60,
         )
         assert taken.returncode == 1

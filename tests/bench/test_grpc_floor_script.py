@@ -1,4 +1,4 @@
-"""scripts/grpc_floor.py --per-rpc: each hot RPC's call, on leaseq and on the do-nothing server,
+"""python -m leaseq.bench.grpc_floor --per-rpc: each hot RPC's call, on leaseq and on the do-nothing server,
 runs end to end (a memory or SQLite store and a few calls: the figures themselves are the script's
 business, not a test's)."""
 
@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "grpc_floor.py"
+MODULE = "leaseq.bench.grpc_floor"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", MODULE, *args], capture_output=True, text=True, timeout=120
     )
 
 

@@ -1,6 +1,6 @@
 """boto3 against leaseq's SQS endpoint, and leaseq's gRPC client, in the same run on one server.
 
-    python scripts/bench_sqs.py [--store sqlite|memory|postgres] [--batch 10] [--duration 10]
+    python -m leaseq.bench.sqs [--store sqlite|memory|postgres] [--batch 10] [--duration 10]
 
 Starts `leaseq serve --sqs-listen` (bench/launcher.py: a SQLite file in a temp directory by
 default), then runs the same loop through each dialect, one client in this process, one after the

@@ -1,6 +1,6 @@
 """Send latency with many waiting receivers (issue 14, item 3: every send woke every waiter).
 
-Usage: python scripts/bench_wakeups.py [--store sqlite|memory|postgres] [--waiters 0 1000 5000]
+Usage: python -m leaseq.bench.wakeups [--store sqlite|memory|postgres] [--waiters 0 1000 5000]
                                        [--kind follow|poll] [--sends 200] [--batch 100]
 
 Starts `leaseq serve` in a child process on a temp store, then for each number of waiters:
@@ -22,18 +22,15 @@ import asyncio
 import multiprocessing
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.launcher import running_server, store_for  # noqa: E402
-from leaseq.v1 import queue_service_pb2 as pb  # noqa: E402
-from leaseq.v1 import queue_service_pb2_grpc as pb_grpc  # noqa: E402
+from leaseq.bench.launcher import running_server, store_for
+from leaseq.v1 import queue_service_pb2 as pb
+from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 
 QUEUE = "wakeups"
 STREAMS_PER_CHANNEL = 200  # the server allows 256 concurrent calls on one connection

@@ -1,7 +1,7 @@
 """Arrow bulk path benchmark: the client's own conversions, the Arrow path against the protobuf
 path, and whether Arrow IPC on the wire would pay.
 
-Usage: python scripts/bench_arrow.py [--store sqlite|memory] [--batch 1000] [--seconds 10]
+Usage: python -m leaseq.bench.arrow_path [--store sqlite|memory] [--batch 1000] [--seconds 10]
                                      [--body 1024] [--codec]
 
 0. The client's conversions alone (no server), per row, over batches of 10,000 messages of
@@ -37,22 +37,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from leaseq.client import QueueClient  # noqa: E402
-from leaseq.client import _wire_arrow, arrow  # noqa: E402
-from leaseq.server import convert, validation  # noqa: E402
-from leaseq.server.store import base  # noqa: E402
-from leaseq.v1 import queue_service_pb2 as pb  # noqa: E402
-from tests.support.process import ServerProcess, free_port  # noqa: E402
+from leaseq.bench.launcher import running_server
+from leaseq.client import QueueClient, _wire_arrow, arrow
+from leaseq.server import convert, validation
+from leaseq.server.store import base
+from leaseq.v1 import queue_service_pb2 as pb
 
 THRESHOLD = 1.3
 
@@ -305,9 +300,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/bench.db" if args.store == "sqlite" else "memory://"
-        server = ServerProcess(url, free_port(), Path(tmp) / "server.log")
-        server.start()
-        try:
+        with running_server(url) as server:
             with QueueClient(server.target, timeout=60) as client:
                 print(
                     f"store={args.store} batch={batch} body={args.body}B seconds={args.seconds} "
@@ -333,8 +326,6 @@ def main() -> None:
                         pb.GetMessagesRequest(queue="bench-arrow", max_messages=batch - len(sample))
                     ):
                         sample.extend(reply.messages)
-        finally:
-            server.terminate()
 
     costs = codec_costs(table, sample)
     print(f"wire format, per batch of {batch} (encode + decode, both ends):")

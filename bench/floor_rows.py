@@ -1,7 +1,7 @@
 """The SQLite store against its floor, every row in one run: the figures table of the README's
 "Against SQLite's own cost".
 
-    python scripts/bench_floor_rows.py [--duration 15] [--rounds 1] [--json FILE]
+    python -m leaseq.bench.floor_rows [--duration 15] [--rounds 1] [--json FILE]
 
 Runs one after the other, each a `leaseq bench ... --json` of its own (a fresh server and file):
 

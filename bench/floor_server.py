@@ -1,7 +1,7 @@
 """The floor server: gRPC on grpc.aio plus the least database work a durable queue needs, and
 nothing of leaseq.
 
-    python scripts/floor_server.py [--listen 127.0.0.1:50300] [--store sqlite|postgres]
+    python -m leaseq.bench.floor_server [--listen 127.0.0.1:50300] [--store sqlite|postgres]
                                    [--sqlite-work loop|thread|overlapped] [--dir DIR]
                                    [--dsn URL] [--postgres-row pgmq|leaseq] [--workers N]
 
@@ -33,7 +33,7 @@ about the same out) can do on this machine: leaseq's rate as a share of it is wh
 layer costs, and the floor's rate beside a peer's, measured in one run, says whether such a
 server can overtake that peer at all (issue 20's peers row; issue 15's rows against pgmq).
 
-    python scripts/floor_server.py --listen 127.0.0.1:50300 &
+    python -m leaseq.bench.floor_server --listen 127.0.0.1:50300 &
     leaseq bench cycle --target 127.0.0.1:50300 --server-pid $! --producers 1 --consumers 1
 """
 
@@ -120,8 +120,7 @@ class _SqliteFloor:
         return await loop.run_in_executor(self._thread, work, self.db, argument)
 
 
-# pgmq 1.5's queue table (its create) and its send_batch INSERT, in the schema on the search path
-# (scripts/pg_send_cost.py sends the same way).
+# pgmq 1.5's queue table (its create) and its send_batch INSERT, in the schema on the search path.
 PGMQ_TABLE = [
     "CREATE TABLE q (msg_id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY, read_ct integer"
     " DEFAULT 0 NOT NULL, enqueued_at timestamptz DEFAULT now() NOT NULL, vt timestamptz NOT NULL,"
@@ -388,7 +387,7 @@ def _serve_workers(args: argparse.Namespace) -> None:
     try:
         for _ in range(args.workers):
             children.append(subprocess.Popen(
-                [sys.executable, __file__, "--listen", args.listen, "--store", "postgres",
+                [sys.executable, "-m", "leaseq.bench.floor_server", "--listen", args.listen, "--store", "postgres",
                  "--dsn", args.dsn, "--schema", store.schema, "--postgres-row", args.postgres_row],
                 stdout=subprocess.PIPE, text=True,
             ))

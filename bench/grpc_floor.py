@@ -1,6 +1,6 @@
 """What gRPC alone costs against the raw SQLite loop: the ceiling of `leaseq bench ... --baseline`.
 
-    python scripts/grpc_floor.py [--batch 100] [--producers 2] [--duration 10]
+    python -m leaseq.bench.grpc_floor [--batch 100] [--producers 2] [--duration 10]
 
 Runs, one after the other on this machine:
 
@@ -18,7 +18,7 @@ most raw wall / (raw wall + gRPC) of the raw loop's rate when it waits for each 
 event loop (as the SQLite writer does for light groups), and raw wall / max(raw wall, raw CPU +
 gRPC) if the fsync waits overlapped gRPC's work perfectly: the two "ceiling" lines.
 
-    python scripts/grpc_floor.py --per-rpc [--store sqlite|memory|postgres] [--batch 100]
+    python -m leaseq.bench.grpc_floor --per-rpc [--store sqlite|memory|postgres] [--batch 100]
                                  [--calls 1000] [--dsn URL]
 
 splits one call of each hot RPC instead: one client makes --calls calls of SendMessages (batch
@@ -100,7 +100,7 @@ class _DoNothingServer:
     def __enter__(self) -> _DoNothingServer:
         self.address = f"127.0.0.1:{free_port()}"
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", self.address], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-m", "leaseq.bench.grpc_floor", "--serve", self.address], stdout=subprocess.PIPE, text=True
         )
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != "serving":

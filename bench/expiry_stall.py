@@ -1,6 +1,6 @@
 """How long the event loop stalls when a big backlog has expired at once (SQLite store).
 
-    python scripts/expiry_stall.py [--messages 200000]
+    python -m leaseq.bench.expiry_stall [--messages 200000]
 
 Fills a queue with 100-byte messages of a 60 s retention, moves the store's (fake) clock past
 it, then sends one message (whose expiry sweep removes the backlog) while a task on the same
