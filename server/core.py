@@ -107,11 +107,14 @@ def check_config(name: str, config: QueueConfig) -> QueueConfig:
     return validation._check_config(name, config)
 
 
-def check_message(message: NewMessage, index: int, config: QueueConfig) -> NewMessage:
+def check_message(
+    message: NewMessage, index: int, config: QueueConfig, owned_prefix: str = ""
+) -> NewMessage:
     """One message to send against its queue's configuration (the checks of
-    validation.send_entry, on domain values)."""
+    validation.send_entry, on domain values); owned_prefix: the reserved attribute names the
+    calling front end may write (validation.attributes)."""
     where = f"entries[{index}]"
-    validation.attributes(message.attributes, f"{where}.attributes")
+    validation.attributes(message.attributes, f"{where}.attributes", owned_prefix)
     size = base.message_size(message.body, message.attributes)
     if size > config.max_message_bytes:
         raise InvalidArgument(
@@ -278,10 +281,15 @@ class QueueCore:
     # --- messages ---------------------------------------------------------------------------
 
     async def send(
-        self, principal: Principal | None, name: str, messages: list[NewMessage]
+        self,
+        principal: Principal | None,
+        name: str,
+        messages: list[NewMessage],
+        owned_prefix: str = "",
     ) -> list[SendOutcome | InvalidArgument]:
         """Send the messages that pass check_message; each failing one gets its error in its
-        place and the others are sent (one store call)."""
+        place and the others are sent (one store call). owned_prefix: the reserved attribute
+        names the calling front end writes (the SQS dialect's "sqs:")."""
         self._ready()
         validation.queue_name(name)
         validation.batch_size(len(messages), "entries")
@@ -290,7 +298,7 @@ class QueueCore:
         checked: list[NewMessage | InvalidArgument] = []
         for index, message in enumerate(messages):
             try:
-                checked.append(check_message(message, index, config))
+                checked.append(check_message(message, index, config, owned_prefix))
             except InvalidArgument as error:
                 checked.append(error)
         valid = [c for c in checked if isinstance(c, NewMessage)]

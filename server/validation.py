@@ -147,13 +147,28 @@ def no_nul(value: str, field: str) -> str:
     return value
 
 
-def attributes(values: dict[str, str], field: str) -> dict[str, str]:
-    """Message attributes: at most MAX_ATTRIBUTES, no U+0000 in a key or a value."""
+RESERVED_ATTRIBUTE_PREFIXES = ("sqs:",)
+"""Attribute names a front end keeps for itself ("sqs:types": the SQS types of the message's
+attributes, frontends/sqs/message_attributes.py). Only that front end may write them: a value
+another sender wrote would be read by the dialect as its own (a poison message for its readers)."""
+
+
+def attributes(values: dict[str, str], field: str, owned_prefix: str = "") -> dict[str, str]:
+    """Message attributes: at most MAX_ATTRIBUTES, no U+0000 in a key or a value, no reserved
+    name (RESERVED_ATTRIBUTE_PREFIXES) unless under owned_prefix, the caller's own."""
     if len(values) > MAX_ATTRIBUTES:
         raise InvalidArgument(field, f"at most {MAX_ATTRIBUTES} attributes")
     for key, value in values.items():
         if NUL in key or NUL in value:
             raise InvalidArgument(field, "must not contain U+0000 (NUL) in a key or a value")
+        if key.startswith(RESERVED_ATTRIBUTE_PREFIXES) and not (
+            owned_prefix and key.startswith(owned_prefix)
+        ):
+            raise InvalidArgument(
+                field,
+                f"attribute name {clip(key)!r} is reserved: names starting with "
+                f"{' or '.join(RESERVED_ATTRIBUTE_PREFIXES)} are kept by a front end",
+            )
     return values
 
 

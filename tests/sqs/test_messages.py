@@ -13,6 +13,8 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
+from leaseq.client.errors import InvalidArgument
+
 from .conftest import unique
 
 
@@ -345,14 +347,22 @@ def test_a_message_crosses_dialects_sqs_grpc_sqs(sqs, grpc_client, queue_url):
     assert message.body == "across".encode()
     assert message.attributes["kind"] == "resize ✓"  # gRPC consumers read the values as is
     assert message.attributes["count"] == "-12.50e3"
-    # Forward it over gRPC, attributes and all (the SQS types ride along in sqs:types).
-    grpc_client.send(other, message.body, attributes=dict(message.attributes))
+    # The SQS types ride along in sqs:types, a name reserved to the SQS dialect: a gRPC sender
+    # cannot write it (a value it wrote would be read as the dialect's own).
+    assert "sqs:types" in message.attributes
+    with pytest.raises(InvalidArgument) as refused:
+        grpc_client.send(other, message.body, attributes=dict(message.attributes))
+    assert "reserved" in str(refused.value)
+    # Forwarded without it, the values arrive as they are, as Strings.
+    plain_values = {k: v for k, v in message.attributes.items() if not k.startswith("sqs:")}
+    grpc_client.send(other, message.body, attributes=plain_values)
     assert grpc_client.delete(name, message).ok
 
     (back,) = sqs.receive_message(QueueUrl=other_url, MessageAttributeNames=["All"])["Messages"]
     assert back["Body"] == "across"
-    assert back["MessageAttributes"] == ATTRIBUTES
-    assert back["MD5OfMessageAttributes"] == expected_attributes_md5(ATTRIBUTES)
+    as_strings = {k: {"DataType": "String", "StringValue": v} for k, v in plain_values.items()}
+    assert back["MessageAttributes"] == as_strings
+    assert back["MD5OfMessageAttributes"] == expected_attributes_md5(as_strings)
     # A plain gRPC message reaches SQS consumers with String attributes.
     grpc_client.send(other, b"plain", attributes={"k": "v"})
     (plain,) = sqs.receive_message(QueueUrl=other_url, MessageAttributeNames=["All"])["Messages"]

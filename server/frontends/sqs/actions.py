@@ -368,7 +368,7 @@ def _too_big(error: InvalidArgument) -> SqsError:
 async def send_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     name = _queue(params)
     message, body, attributes = _new_message(params)
-    (outcome,) = await ctx.core.send(ctx.principal, name, [message])
+    (outcome,) = await ctx.core.send(ctx.principal, name, [message], mattrs.RESERVED_PREFIX)
     if isinstance(outcome, InvalidArgument):
         raise _too_big(outcome)
     return _sent(body, attributes, outcome.message_id)
@@ -394,7 +394,9 @@ async def send_message_batch(ctx: Context, params: dict[str, Any]) -> dict[str, 
             f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes.",
         )
     to_send = [item[0] for _, item in prepared if not isinstance(item, SqsError)]
-    outcomes = iter(await ctx.core.send(ctx.principal, name, to_send) if to_send else [])
+    outcomes = iter(
+        await ctx.core.send(ctx.principal, name, to_send, mattrs.RESERVED_PREFIX) if to_send else []
+    )
     successful, failed = [], []
     for entry_id, item in prepared:
         if isinstance(item, SqsError):

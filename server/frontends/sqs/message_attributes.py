@@ -11,8 +11,11 @@ MD5OfMessageAttributes):
   collides) holding a JSON object {name: DataType} for every attribute whose type is not plain
   "String"; absent when all are plain strings.
 
-A message sent over gRPC reaches SQS consumers with every attribute as a String (its
-`sqs:types` entry, if a gRPC sender wrote one that parses, is honoured).
+Names starting with `sqs:` are reserved to this dialect: the core refuses them from every other
+front end (validation.RESERVED_ATTRIBUTE_PREFIXES), so a message sent over gRPC or the console
+reaches SQS consumers with every attribute as a String. A `sqs:types` stored before that rule
+is read defensively: one that is not a small flat object of valid DataTypes is ignored (the
+message is delivered with String attributes), so no stored message can fail a receive.
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from typing import Any
 
 from .errors import SqsError, invalid_value, INVALID_PARAMETER_VALUE
 
-TYPES_KEY = "sqs:types"
+RESERVED_PREFIX = "sqs:"  # validation.RESERVED_ATTRIBUTE_PREFIXES: only this dialect writes it
+TYPES_KEY = RESERVED_PREFIX + "types"
+# Above what to_leaseq writes: MAX_ATTRIBUTES names and types of 256 characters, \u-escaped.
+_MAX_TYPES_TEXT = 32_768
 MAX_ATTRIBUTES = 10  # SQS's limit per message
 MAX_NAME = 256
 
@@ -155,23 +161,32 @@ def to_leaseq(attributes: dict[str, AttributeValue]) -> dict[str, str]:
     return stored
 
 
+def _stored_types(raw: str | None) -> dict[str, str]:
+    """The {name: DataType} of a stored `sqs:types`; {} for anything this dialect would not
+    have written (module docstring): never an exception, whatever the text."""
+    if not raw or len(raw) > _MAX_TYPES_TEXT or not raw.startswith("{"):
+        return {}
+    try:
+        loaded = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(loaded, dict) or not all(
+        isinstance(v, str) and _DATA_TYPE.fullmatch(v) for v in loaded.values()
+    ):
+        return {}
+    return loaded
+
+
 def from_leaseq(stored: dict[str, str]) -> dict[str, AttributeValue]:
-    """The SQS attributes of a stored message (module docstring); a value that no longer fits
-    its recorded type (written by a gRPC sender) is given back as a String."""
+    """The SQS attributes of a stored message (module docstring); a value that does not fit its
+    recorded type is given back as a String. Attributes under the reserved prefix are not
+    shown."""
     if not stored:
         return {}
-    types: dict[str, str] = {}
-    raw_types = stored.get(TYPES_KEY)
-    if raw_types:
-        try:
-            loaded = json.loads(raw_types)
-            if isinstance(loaded, dict):
-                types = {k: v for k, v in loaded.items() if isinstance(v, str)}
-        except ValueError:
-            types = {}
+    types = _stored_types(stored.get(TYPES_KEY))
     result: dict[str, AttributeValue] = {}
     for name, text in stored.items():
-        if name == TYPES_KEY:
+        if name.startswith(RESERVED_PREFIX):
             continue
         data_type = types.get(name, "String")
         if data_type.startswith("Binary"):
@@ -180,6 +195,8 @@ def from_leaseq(stored: dict[str, str]) -> dict[str, AttributeValue]:
                 continue
             except (binascii.Error, ValueError):
                 data_type = "String"
+        elif data_type.startswith("Number") and not _NUMBER.fullmatch(text):
+            data_type = "String"
         result[name] = AttributeValue(data_type, string=text)
     return result
 
