@@ -34,10 +34,17 @@ class Kind:
     code: str  # the query protocol's code (and x-amzn-query-error)
     status: int
     sender: bool = True  # the caller's fault (Type Sender) or ours (Receiver)
+    namespace: str = "com.amazonaws.sqs"  # of the JSON __type
 
 
 def _kind(shape: str, code: str | None = None, status: int = 400, sender: bool = True) -> Kind:
     return Kind(shape, code or shape, status, sender)
+
+
+def _auth_kind(shape: str, code: str, status: int) -> Kind:
+    """An error of AWS's authentication layer: on the JSON protocol its __type is the common
+    one of AWS's JSON services (botocore still reports `code`, from x-amzn-query-error)."""
+    return Kind(shape, code, status, True, "com.amazon.coral.service")
 
 
 QUEUE_DOES_NOT_EXIST = _kind("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
@@ -68,10 +75,11 @@ MALFORMED_JSON = _kind("SerializationException")  # a JSON body that does not pa
 REQUEST_TOO_LARGE = _kind("RequestEntityTooLarge", status=413)
 METHOD_NOT_ALLOWED = _kind("InvalidAction", status=405)
 ACCESS_DENIED = _kind("AccessDenied", status=403)
-MISSING_AUTHENTICATION = _kind("MissingAuthenticationToken", status=403)
-INVALID_CLIENT_TOKEN = _kind("InvalidClientTokenId", status=403)
-SIGNATURE_DOES_NOT_MATCH = _kind("SignatureDoesNotMatch", status=403)
-REQUEST_EXPIRED = _kind("RequestExpired", status=400)
+MISSING_AUTHENTICATION = _auth_kind("MissingAuthenticationTokenException", "MissingAuthenticationToken", 403)
+INCOMPLETE_SIGNATURE = _auth_kind("IncompleteSignatureException", "IncompleteSignature", 400)
+INVALID_CLIENT_TOKEN = _auth_kind("UnrecognizedClientException", "InvalidClientTokenId", 403)
+SIGNATURE_DOES_NOT_MATCH = _auth_kind("InvalidSignatureException", "SignatureDoesNotMatch", 403)
+REQUEST_EXPIRED = _auth_kind("InvalidSignatureException", "RequestExpired", 400)
 SERVICE_UNAVAILABLE = _kind("ServiceUnavailable", status=503, sender=False)
 INTERNAL_ERROR = _kind("InternalError", status=500, sender=False)
 

@@ -40,7 +40,7 @@ def render(result: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
 
 def render_error(error: SqsError) -> tuple[bytes, dict[str, str]]:
     kind = error.kind
-    body = json.dumps({"__type": f"com.amazonaws.sqs#{kind.shape}", "message": error.message})
+    body = json.dumps({"__type": f"{kind.namespace}#{kind.shape}", "message": error.message})
     headers = {
         "Content-Type": CONTENT_TYPE,
         "x-amzn-query-error": f"{kind.code};{'Sender' if kind.sender else 'Receiver'}",
