@@ -77,6 +77,9 @@ class Context:
     base_url: str  # scheme://host[:port] as the client addressed us
     region: str
     move_tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The answer is XML 1.0 (the query protocol): message text is made xml_safe before its
+    # MD5s are taken, so that SDKs find the checksums of the text they receive.
+    xml_answer: bool = False
 
 
 Action = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -434,6 +437,8 @@ async def receive_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any
     out = []
     for message in messages:
         body = message.body.decode("utf-8", "replace")
+        if ctx.xml_answer:
+            body = mattrs.xml_safe(body)
         entry: dict[str, Any] = {
             "MessageId": message.message_id,
             "ReceiptHandle": message.receipt,
@@ -453,6 +458,8 @@ async def receive_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any
             }
             entry["Attributes"] = {k: values[k] for k in wanted_system}
         chosen = mattrs.select(mattrs.from_leaseq(message.attributes), wanted_user)
+        if chosen and ctx.xml_answer:
+            chosen = mattrs.xml_safe_attributes(chosen)
         if chosen:
             entry["MessageAttributes"] = {k: v.to_wire() for k, v in chosen.items()}
             entry["MD5OfMessageAttributes"] = md5.of_attributes(chosen)

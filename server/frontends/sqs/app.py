@@ -25,6 +25,8 @@ import uuid
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.web_protocol import RequestPayloadError
 
 from ...auth import Principal
 from ...errors import LeaseqError
@@ -36,6 +38,8 @@ from .actions import ACTIONS, Context
 from .errors import (
     INTERNAL_ERROR,
     INVALID_ACTION,
+    MALFORMED_JSON,
+    MALFORMED_QUERY,
     METHOD_NOT_ALLOWED,
     REQUEST_TOO_LARGE,
     SqsError,
@@ -87,6 +91,7 @@ class SqsFrontend(DialectFrontend):
         target = request.headers.get("X-Amz-Target")
         is_json = target is not None
         action, queue = "", ""
+        unreadable = False  # the body stream broke: the connection cannot carry another request
         try:
             if request.method not in ("POST", "GET") or (is_json and request.method != "POST"):
                 raise SqsError(METHOD_NOT_ALLOWED, f"Method {request.method} is not allowed.")
@@ -110,6 +115,7 @@ class SqsFrontend(DialectFrontend):
                 base_url,
                 sigv4.region_of(request.headers.get("Authorization")) or DEFAULT_REGION,
                 self.move_tasks,
+                xml_answer=not is_json,
             )
             result = await ACTIONS[action](context, params)
             status, outcome = 200, "OK"
@@ -118,7 +124,8 @@ class SqsFrontend(DialectFrontend):
             else:
                 payload, headers = protocol_query.render(action, result, request_id)
         except Exception as caught:  # every failure becomes an SQS error answer
-            error = self._as_sqs_error(caught, action)
+            unreadable = isinstance(caught, (RequestPayloadError, BadHttpMessage))
+            error = self._as_sqs_error(caught, action, is_json)
             status, outcome, result = error.kind.status, error.kind.shape, {}
             if is_json:
                 payload, headers = protocol_json.render_error(error)
@@ -128,7 +135,14 @@ class SqsFrontend(DialectFrontend):
         self._log(request, action, queue, status, started)
         if self.metrics is not None:
             self._count(action, queue, outcome, result if outcome == "OK" else None, started)
-        return web.Response(status=status, body=payload, headers=headers)
+        response = web.Response(status=status, body=payload, headers=headers)
+        if unreadable:
+            # Answer, then close: marking the broken body read keeps aiohttp from reading the
+            # rest of it after the answer (it would raise the same error again, logged with a
+            # traceback), and the connection closes instead of parsing that rest as a request.
+            request.content.feed_eof()
+            response.force_close()
+        return response
 
     async def _body(self, request: web.Request) -> bytes:
         declared = request.content_length
@@ -176,11 +190,19 @@ class SqsFrontend(DialectFrontend):
         return keys[access_key][1]
 
     @staticmethod
-    def _as_sqs_error(caught: Exception, action: str) -> SqsError:
+    def _as_sqs_error(caught: Exception, action: str, is_json: bool) -> SqsError:
         if isinstance(caught, SqsError):
             return caught
         if isinstance(caught, LeaseqError):
             return from_domain(caught)
+        if isinstance(caught, (RequestPayloadError, BadHttpMessage)):
+            # A body aiohttp could not read as its headers say (garbage under Content-Encoding
+            # gzip or deflate): the request's fault, in the protocol's "malformed" error.
+            return SqsError(
+                MALFORMED_JSON if is_json else MALFORMED_QUERY,
+                "The request body could not be read as its headers describe it "
+                "(Content-Encoding, Content-Length).",
+            )
         log.exception("unexpected error in SQS action %s", action or "(unknown)")
         return SqsError(INTERNAL_ERROR, "We encountered an internal error. Please try again.")
 

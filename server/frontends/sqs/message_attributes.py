@@ -60,6 +60,25 @@ def has_invalid_characters(text: str) -> bool:
     return _INVALID_CHARS.search(text) is not None
 
 
+def xml_safe(text: str) -> str:
+    """text with every character XML 1.0 cannot carry (not even as a character reference:
+    U+0000..U+001F but tab, LF, CR; U+FFFE, U+FFFF; lone surrogates) as U+FFFD. SQS refuses
+    them at send; a message that came by another front end may hold them."""
+    return _INVALID_CHARS.sub("\ufffd", text) if _INVALID_CHARS.search(text) else text
+
+
+def xml_safe_attributes(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+    """The attributes as a query-protocol answer carries them (xml_safe names, types, text)."""
+    return {
+        xml_safe(name): AttributeValue(
+            xml_safe(value.data_type),
+            string=xml_safe(value.string) if value.string is not None else None,
+            binary=value.binary,
+        )
+        for name, value in attributes.items()
+    }
+
+
 def check_name(name: object, parameter: str) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise invalid_value(

@@ -24,10 +24,14 @@ from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from .errors import MALFORMED_QUERY, SqsError
+from .message_attributes import xml_safe
 
 CONTENT_TYPE = "text/xml"
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 MAX_PARAMETERS = 1000  # form fields of one request: far above any valid request
+# Dotted segments of one parameter name: the deepest valid one has 6
+# (SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringValue).
+MAX_NAME_SEGMENTS = 10
 
 _LISTS = {
     "AttributeName": "AttributeNames",
@@ -77,7 +81,9 @@ def _tree(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     root: dict[str, Any] = {}
     for key, value in pairs:
         node = root
-        parts = key.split(".")
+        parts = key.split(".", MAX_NAME_SEGMENTS)
+        if len(parts) > MAX_NAME_SEGMENTS:
+            raise _malformed(f"parameter {key[:100]} has more than {MAX_NAME_SEGMENTS} parts")
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
@@ -151,9 +157,11 @@ def parse(pairs: list[tuple[str, str]], path: str, base_url: str) -> tuple[str, 
 
 
 def _text(value: Any) -> str:
+    """Element text: escaped, and xml_safe so that no text (a message that came by another
+    front end, a client's value echoed in an error) makes the answer ill-formed."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return escape(str(value))
+    return escape(xml_safe(str(value)))
 
 
 def _element(name: str, value: Any, action: str) -> str:

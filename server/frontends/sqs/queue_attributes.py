@@ -145,7 +145,7 @@ def _redrive(text: object) -> tuple[str | None, int | None]:
         return None, None  # removes the policy
     try:
         policy = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         policy = None
     if not isinstance(policy, dict) or "deadLetterTargetArn" not in policy or "maxReceiveCount" not in policy:
         raise SqsError(
