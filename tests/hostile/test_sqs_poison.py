@@ -11,13 +11,13 @@ the rule) as "no types": the message is delivered with String attributes, the ot
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-import urllib.request
 
 from leaseq.client import QueueClient
 from leaseq.client.errors import InvalidArgument

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import SqsError, invalid_value, INVALID_PARAMETER_VALUE
+from .errors import INVALID_PARAMETER_VALUE, SqsError, invalid_value
 
 RESERVED_PREFIX = "sqs:"  # validation.RESERVED_ATTRIBUTE_PREFIXES: only this dialect writes it
 TYPES_KEY = RESERVED_PREFIX + "types"
