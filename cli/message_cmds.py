@@ -8,13 +8,16 @@ from typing import IO, Any
 
 import click
 
-from leaseq.client import LeaseqError, SendEntry, SendResult
+from leaseq.client import LeaseqError, QueueClient, SendEntry, SendResult
 from leaseq.client.batching import DEFAULT_BATCH_BYTES, chunks, send_entry_cost
 
 from . import output
 from .common import DURATION, TARGET_KEY, client_options, open_client
 from .errors import describe
 from .progress import waiting
+
+# --max of receive and peek: the API's batch range, checked before any call (a usage error).
+BATCH_SIZE = click.IntRange(1, 10_000)
 
 
 def _attributes(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -114,8 +117,8 @@ def send(
                     "the rest not"
                 ) from e
     failed = [r for r in results if not r.ok]
-    if body is not None and failed and not as_json:
-        # One message: report its error like any other failed command.
+    if len(results) == 1 and failed and not as_json:
+        # One message (BODY, or one line of input): its error like any other failed command's.
         error = failed[0].error
         assert error is not None
         raise click.ClickException(f"{error.message} ({error.code.name})")
@@ -132,7 +135,7 @@ def _print_send_results(results: list[SendResult], as_json: bool) -> None:
         return
     for r in results:
         if r.error is not None:
-            click.echo(f"entry {r.id}: {r.error.message} ({r.error.code.name})", err=True)
+            click.echo(f"Error: entry {r.id}: {r.error.message} ({r.error.code.name})", err=True)
         else:
             click.echo(r.message_id + (" (duplicate)" if r.duplicate else ""))
     if len(results) > 1:
@@ -143,7 +146,7 @@ def _print_send_results(results: list[SendResult], as_json: bool) -> None:
 @click.command("receive")
 @click.argument("queue")
 @click.option(
-    "max_messages", "--max", type=int, default=1, show_default=True,
+    "max_messages", "--max", type=BATCH_SIZE, default=1, show_default=True,
     help="Most messages to lease (1 .. 10,000).",
 )
 @click.option("--visibility", type=DURATION, default=None, help="Lease length [queue's].")
@@ -201,7 +204,7 @@ def receive(
 @click.command("peek")
 @click.argument("queue")
 @click.option(
-    "max_messages", "--max", type=int, default=10, show_default=True,
+    "max_messages", "--max", type=BATCH_SIZE, default=10, show_default=True,
     help="Most messages to show (1 .. 10,000).",
 )
 @click.option("--include-leased", is_flag=True, help="Also list leased messages.")
@@ -235,7 +238,10 @@ def peek(
 @click.command("redrive")
 @click.argument("queue")
 @click.option("--destination", default=None, help="Target queue [each message's source].")
-@click.option("max_messages", "--max", type=int, default=0, help="Most messages to move (0: all).")
+@click.option(
+    "max_messages", "--max", type=click.IntRange(min=0), default=0,
+    help="Most messages to move (0: all).",
+)
 @click.option("--channel", default=None, help="An exact channel, or a prefix ending in '*'.")
 @client_options
 def redrive(
@@ -251,7 +257,25 @@ def redrive(
         moved = client.redrive(
             queue, destination=destination, max_messages=max_messages, channel=channel
         )
+        # Nothing moved from a queue that dead-letters nothing: most likely the source queue was
+        # named instead of its dead letter queue. Say so rather than a bare "moved 0".
+        why = "" if moved or as_json else _not_a_dead_letter_queue(client, queue)
     if as_json:
         output.print_json({"queue": queue, "moved_count": moved})
     else:
-        click.echo(f"moved {moved} message(s) from {queue}")
+        click.echo(f"moved {moved} message(s) from {queue}" + (f": {why}" if why else ""))
+
+
+def _not_a_dead_letter_queue(client: QueueClient, queue: str) -> str:
+    """Why a redrive of ``queue`` moved nothing when no queue names it as its dead letter
+    queue, with the one to redrive when ``queue`` has one; "" when it is some queue's (or when
+    that cannot be told: the redrive itself succeeded). Under a policy only the queues the
+    caller holds some grant on are listed, hence "you can list"."""
+    try:
+        if any(q.config.dead_letter_queue == queue for q in client.list_queues()):
+            return ""
+        own = client.get_queue(queue).config.dead_letter_queue
+    except LeaseqError:
+        return ""
+    why = f"no queue you can list names {queue} as its dead letter queue"
+    return why + (f" (its own is {own}: leaseq redrive {own})" if own else "")

@@ -13,7 +13,7 @@ import enum
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
@@ -123,23 +123,38 @@ def print_queue(queue: Queue) -> None:
 
 
 def print_queues(queues: Sequence[Queue]) -> None:
-    table = Table(title=f"{len(queues)} queue(s)")
-    # Names are what people copy from this table: never wrap them.
-    table.add_column("name", no_wrap=True)
-    for column in ("visibility", "retention", "dead letter queue", "created"):
-        table.add_column(column)
+    out = console()
+    rows = []
     for q in queues:
         dlq = q.config.dead_letter_queue or ""
         if dlq and q.config.max_delivery_count:
             dlq += f" (after {q.config.max_delivery_count})"
-        table.add_row(
+        rows.append((
             q.name,
             seconds_text(q.config.visibility_timeout),
             seconds_text(q.config.message_retention),
             dlq,
             when_text(q.create_time),
-        )
-    console().print(table)
+        ))
+    # A time split over two lines at 80 columns (what a pipe gets) reads as two values: times
+    # and durations never wrap. Names are what people copy: they keep their width, and fold
+    # (never cut) only when they cannot fit. The dead letter queue folds into what is left.
+    created = len(when_text(datetime.now(timezone.utc)))
+    name = max((len(r[0]) for r in rows), default=4)
+    fixed = name + len("visibility") + len("retention") + created + _RULES_AND_PADDING
+    table = Table(title=f"{len(queues)} queue(s)")
+    table.add_column("name", overflow="fold")
+    table.add_column("visibility", no_wrap=True)
+    table.add_column("retention", no_wrap=True)
+    table.add_column("dead letter queue", overflow="fold", max_width=max(8, out.width - fixed))
+    table.add_column("created", no_wrap=True, min_width=created)
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
+# A table of five columns: six vertical rules and a space each side of every cell.
+_RULES_AND_PADDING = 6 + 5 * 2
 
 
 def print_stats(name: str, stats: QueueStats) -> None:

@@ -30,7 +30,7 @@ from google.protobuf import duration_pb2, field_mask_pb2, timestamp_pb2
 from google.protobuf.message import Message as ProtoMessage
 
 from ..v1 import queue_service_pb2 as pb
-from .errors import error_for_status, status_code
+from .errors import error_for_entry, error_for_status, status_code
 from .types import (
     Body,
     ChannelStats,
@@ -219,13 +219,28 @@ def from_stats(stats: pb.QueueStats) -> QueueStats:
     )
 
 
+def to_attributes(attributes: Mapping[str, str], where: str) -> dict[str, str]:
+    """``attributes`` as the wire's string map; anything else is a TypeError that names the
+    attribute (protobuf's own says only "bad argument type for built-in operation")."""
+    if not isinstance(attributes, Mapping):
+        raise TypeError(f"{where}: a mapping of str to str, got {type(attributes).__name__}")
+    for key, value in attributes.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{where}: keys must be str, got {type(key).__name__} {key!r}")
+        if not isinstance(value, str):
+            raise TypeError(
+                f"{where}: values must be str, got {type(value).__name__} for {key!r}"
+            )
+    return dict(attributes)
+
+
 def to_send_entry(entry: SendEntry | Body, index: int) -> pb.SendEntry:
     if not isinstance(entry, SendEntry):
         entry = SendEntry(entry)
     out = pb.SendEntry(
         id=entry.id or str(index),
         body=to_body(entry.body),
-        attributes=dict(entry.attributes),
+        attributes=to_attributes(entry.attributes, f"entries[{index}].attributes"),
         channel=entry.channel,
         dedup_id=entry.dedup_id,
     )
@@ -398,7 +413,7 @@ def send(queue: str, body: Body, options: Mapping[str, Any]) -> Plan[str]:
         )
     error = results[0].error
     if error is not None:
-        raise error_for_status(error.code, error.message)
+        raise error_for_entry(error.code, error.message)
     return results[0].message_id
 
 
@@ -533,7 +548,7 @@ def update_message(
         request.body = to_body(body)
         paths.append("body")
     if attributes is not None:
-        request.attributes.update(attributes)
+        request.attributes.update(to_attributes(attributes, "attributes"))
         paths.append("attributes")
     if visibility_timeout is not None:
         request.visibility_timeout.CopyFrom(to_duration(visibility_timeout))

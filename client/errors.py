@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -278,6 +279,29 @@ def error_for_status(
     if issubclass(cls, Unavailable):
         return cls(details, code=code, reason=reason, metadata=metadata, retry_after=retry_after)
     return cls(details, code=code, reason=reason, metadata=metadata)
+
+
+# A per-entry error names its field first, as every validation message of the server does
+# ("entries[0].body: body plus attributes is ..."; docs/api.md, SendMessages).
+_ENTRY_FIELD = re.compile(r"(entries\[\d+\](?:\.\w+|\[[^\]]*\])*): (.*)", re.DOTALL)
+
+
+def error_for_entry(code: grpc.StatusCode | int, message: str) -> LeaseqError:
+    """The exception for one entry's error (a ``SendResult.error``): its code and message,
+    with ``field`` (for ``InvalidArgument``) read from the message's leading field path."""
+    found = _ENTRY_FIELD.match(message)
+    if found is None:
+        return error_for_status(code, message)
+    bad = error_details_pb2.BadRequest(
+        field_violations=[
+            error_details_pb2.BadRequest.FieldViolation(
+                field=found.group(1), description=found.group(2)
+            )
+        ]
+    )
+    status = status_pb2.Status(message=message)
+    status.details.add().Pack(bad)
+    return error_for_status(code, message, status)
 
 
 def from_rpc_error(error: grpc.RpcError) -> LeaseqError:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
+from leaseq.cli.main import cli
 from tests.cli.conftest import Leaseq
 from tests.support.process import free_port
 
@@ -184,10 +186,69 @@ def test_server_errors_are_one_line_and_exit_1(leaseq: Leaseq, queue_name: str) 
 
 
 def test_out_of_range_message(leaseq: Leaseq, queue: str) -> None:
-    result = leaseq("receive", queue, "--max", "0")
+    result = leaseq("receive", queue, "--visibility", "30d")
     assert result.exit_code == 1
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert "max_messages" in result.stderr and "[1, 10000]" in result.stderr
+    assert "visibility_timeout" in result.stderr and "604800s" in result.stderr
+
+
+def test_max_out_of_the_batch_range_is_a_usage_error(leaseq: Leaseq, queue: str) -> None:
+    # Checked before any call, as --wait soon is: exit 2 and click's usage line, not the
+    # server's INVALID_ARGUMENT.
+    for command, value in (("receive", "0"), ("peek", "0"), ("receive", "10001")):
+        result = leaseq(command, queue, "--max", value)
+        assert result.exit_code == 2, (command, value, result.stderr)
+        assert "Invalid value for '--max'" in result.stderr and "1<=x<=10000" in result.stderr
+    assert leaseq("redrive", queue, "--max", "-1").exit_code == 2
+
+
+def test_a_refused_line_of_input_is_an_error_line(leaseq: Leaseq, queue_name: str) -> None:
+    leaseq.ok(["queue", "create", queue_name, "--max-message-bytes", "1024"])
+    one = leaseq("send", queue_name, input="x" * 2000 + "\n")
+    assert one.exit_code == 1
+    assert one.stderr.startswith("Error: entries[0].body: body plus attributes is 2000 bytes")
+    assert one.stderr.count("\n") == 1 and one.stdout == ""
+    several = leaseq("send", queue_name, input="ok\n" + "x" * 2000 + "\n")
+    assert several.exit_code == 1
+    assert several.stderr.splitlines() == [
+        "Error: entry 1: entries[1].body: body plus attributes is 2000 bytes, over the "
+        "queue's max_message_bytes 1024 (INVALID_ARGUMENT)",
+        "sent 1 of 2 message(s)",
+    ]
+
+
+def test_redrive_of_a_queue_that_dead_letters_nothing_says_so(
+    leaseq: Leaseq, queue_name: str
+) -> None:
+    dlq = f"{queue_name}-dlq"
+    leaseq.ok(["queue", "create", dlq])
+    leaseq.ok(["queue", "create", queue_name, "--dead-letter-queue", dlq, "--max-delivery-count", "5"])
+    # The source queue named by mistake: say why nothing moved, and what to redrive.
+    assert leaseq.ok(["redrive", queue_name]).stdout == (
+        f"moved 0 message(s) from {queue_name}: no queue you can list names {queue_name} as "
+        f"its dead letter queue (its own is {dlq}: leaseq redrive {dlq})\n"
+    )
+    # An empty dead letter queue: nothing to explain.
+    assert leaseq.ok(["redrive", dlq]).stdout == f"moved 0 message(s) from {dlq}\n"
+    assert leaseq.json("redrive", queue_name) == {"queue": queue_name, "moved_count": 0}
+
+
+def test_queue_list_keeps_each_time_on_one_line_at_80_columns(
+    leaseq: Leaseq, queue_name: str
+) -> None:
+    dlq = f"{queue_name}-dlq"
+    leaseq.ok(["queue", "create", dlq])
+    leaseq.ok(["queue", "create", queue_name, "--dead-letter-queue", dlq, "--max-delivery-count", "5"])
+    result = leaseq.runner.invoke(
+        cli, ["queue", "list", "--prefix", queue_name],
+        env={"LEASEQ_TARGET": leaseq.target, "COLUMNS": "80"}, catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    times = [re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", line) for line in lines]
+    assert sum(1 for t in times if t) == 2  # one whole time per queue, on its name's line
+    assert all(queue_name in line for line, t in zip(lines, times) if t)
 
 
 def test_unreachable_server(leaseq: Leaseq) -> None:

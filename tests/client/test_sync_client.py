@@ -134,8 +134,30 @@ def test_send_batch_reports_each_entry(client: QueueClient, queue_name: str) -> 
 
 def test_send_raises_the_entry_error(client: QueueClient, queue_name: str) -> None:
     client.create_queue(queue_name, max_message_bytes=1024)
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument) as raised:
         client.send(queue_name, b"x" * 2000)
+    # The field the message names is the error's field too.
+    assert raised.value.field == "entries[0].body"
+    assert str(raised.value).startswith("entries[0].body: ")
+
+
+@pytest.mark.parametrize(
+    ("attributes", "says"),
+    [
+        ({"a": 1}, "entries[0].attributes: values must be str, got int for 'a'"),
+        ({2: "b"}, "entries[0].attributes: keys must be str, got int 2"),
+        ([("a", "b")], "entries[0].attributes: a mapping of str to str, got list"),
+    ],
+)
+def test_send_attributes_of_another_type_say_which(
+    client: QueueClient, queue: str, attributes: object, says: str
+) -> None:
+    with pytest.raises(TypeError) as raised:
+        client.send(queue, "x", attributes=attributes)  # type: ignore[arg-type]
+    assert str(raised.value) == says
+    with pytest.raises(TypeError, match="^attributes: values must be str"):
+        client.update_message(queue, "r", attributes={"a": None})  # type: ignore[dict-item]
+    assert client.stats(queue).total == 0  # nothing was sent
 
 
 def test_send_dedup(client: QueueClient, queue: str) -> None:
