@@ -134,3 +134,18 @@ def test_non_utf8_header_bytes_without_a_policy_are_not_a_500(server, no_traceba
     )
     assert status < 500
     ET.fromstring(payload)  # well-formed, whatever the host
+
+
+def test_a_name_given_as_a_structure_is_400(server, no_traceback):
+    """`Attribute.1.Name.x=...` makes the Name a structure, not a value: it was used as a
+    dict key (TypeError, a 500)."""
+    url = boto3_client(server.endpoint).create_queue(QueueName=unique())["QueueUrl"]
+    for form in (
+        f"Action=SetQueueAttributes&QueueUrl={url}&Attribute.1.Name.x=VisibilityTimeout&Attribute.1.Value=5",
+        f"Action=SendMessage&QueueUrl={url}&MessageBody=b&MessageAttribute.1.Name.1=n"
+        "&MessageAttribute.1.Value.DataType=String&MessageAttribute.1.Value.StringValue=v",
+    ):
+        assert query_code(*post(server, form.encode(), FORM)[:2]) == "MalformedQueryString"
+    # Tags are ignored (leaseq has none), a malformed one too, as before: never a 500.
+    status, _, _ = post(server, f"Action=CreateQueue&QueueName={unique()}&Tag.1.Key.x=k&Tag.1.Value=v".encode(), FORM)
+    assert status == 200

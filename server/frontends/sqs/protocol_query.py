@@ -112,8 +112,8 @@ def _as_list(value: Any) -> list[Any]:
 def _name_value_map(items: Any, value_key: str = "Value") -> dict[str, Any]:
     result: dict[str, Any] = {}
     for item in _as_list(items):
-        if not isinstance(item, dict) or "Name" not in item:
-            raise _malformed("an attribute needs a Name")
+        if not isinstance(item, dict) or not isinstance(item.get("Name"), str):
+            raise _malformed("an attribute needs a Name (one value)")
         result[item["Name"]] = item.get(value_key, "")
     return result
 
@@ -128,7 +128,11 @@ def _shape(params: dict[str, Any]) -> dict[str, Any]:
         elif key == "MessageSystemAttribute":
             shaped["MessageSystemAttributes"] = _name_value_map(value)
         elif key == "Tag":
-            shaped["tags"] = {t.get("Key", ""): t.get("Value", "") for t in _as_list(value) if isinstance(t, dict)}
+            shaped["tags"] = {  # ignored by CreateQueue (leaseq has no tags), but well shaped
+                t["Key"]: t.get("Value", "")
+                for t in _as_list(value)
+                if isinstance(t, dict) and isinstance(t.get("Key"), str)
+            }
         elif key in _LISTS:
             items = _as_list(value)
             if _LISTS[key] == "Entries":
