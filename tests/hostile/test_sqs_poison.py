@@ -81,6 +81,12 @@ def test_reserved_attribute_names_are_refused_from_grpc(server: SqsServer) -> No
         with pytest.raises(InvalidArgument) as caught:
             client.send(name, b"poison", attributes={"sqs:types": "{}"})
         assert "reserved" in str(caught.value)
+        # Nor can a consumer write one into a message it holds.
+        (held,) = client.receive(name, 1, visibility_timeout=30, wait_time=0)
+        with pytest.raises(InvalidArgument) as caught:
+            client.update_message(name, held, attributes={"sqs:types": DEEP})
+        assert "reserved" in str(caught.value)
+        client.update_message(name, held, attributes=dict(held.attributes), visibility_timeout=0)
 
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
     assert sorted(m["Body"] for m in got["Messages"]) == ["innocent-1", "innocent-2"]
