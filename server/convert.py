@@ -17,7 +17,7 @@ from leaseq._native import speedups
 from leaseq.v1 import queue_service_pb2 as pb
 
 from .errors import InvalidArgument
-from .store import base
+from . import domain
 
 _NANOS = 1_000_000_000
 
@@ -58,7 +58,7 @@ def format_seconds(seconds: float) -> str:
 # --- queues ---------------------------------------------------------------------------------
 
 
-def config_to_proto(config: base.QueueConfig) -> pb.QueueConfig:
+def config_to_proto(config: domain.QueueConfig) -> pb.QueueConfig:
     """The effective configuration: every field set, the dead letter pair only when configured."""
     message = pb.QueueConfig(
         visibility_timeout=seconds_to_duration(config.visibility_timeout),
@@ -76,7 +76,7 @@ def config_to_proto(config: base.QueueConfig) -> pb.QueueConfig:
     return message
 
 
-def queue_to_proto(info: base.QueueInfo) -> pb.Queue:
+def queue_to_proto(info: domain.QueueInfo) -> pb.Queue:
     return pb.Queue(
         name=info.name,
         config=config_to_proto(info.config),
@@ -84,7 +84,7 @@ def queue_to_proto(info: base.QueueInfo) -> pb.Queue:
     )
 
 
-def stats_to_proto(stats: base.QueueStats) -> pb.QueueStats:
+def stats_to_proto(stats: domain.QueueStats) -> pb.QueueStats:
     return pb.QueueStats(
         visible=stats.visible,
         leased=stats.leased,
@@ -168,7 +168,7 @@ class ReceivedEncoder:
         field = made[when] = tag + _varint(len(data)) + data
         return field
 
-    def __call__(self, message: base.DeliveredMessage) -> bytes:
+    def __call__(self, message: domain.DeliveredMessage) -> bytes:
         enqueued = self._enqueued.get(message.enqueued_at) or self._time(
             self._enqueued, b"\x32", message.enqueued_at
         )
@@ -235,7 +235,7 @@ def timestamp_field(tag: bytes, when: float) -> bytes:
     return tag + _varint(len(data)) + data
 
 
-def encode_received(messages: list[base.DeliveredMessage]) -> list[bytes]:
+def encode_received(messages: list[domain.DeliveredMessage]) -> list[bytes]:
     """ReceivedEncoder's bytes for each message: by the compiled twin (leaseq._native, about a
     tenth of the cost) when it is built, else by ReceivedEncoder itself. The twin raises on
     anything it does not expect (a type, a range), and then ReceivedEncoder answers: the
@@ -249,7 +249,7 @@ def encode_received(messages: list[base.DeliveredMessage]) -> list[bytes]:
     return [encode(message) for message in messages]
 
 
-_OK = base.LeaseStatus.OK
+_OK = domain.LeaseStatus.OK
 
 
 def _framed_alike(texts: list[str], tag: str, suffix: str = "") -> bytes | None:
@@ -273,7 +273,7 @@ def _framed_alike(texts: list[str], tag: str, suffix: str = "") -> bytes | None:
 
 
 def send_results_response(
-    entries: Any, outcomes: list[base.SendOutcome]
+    entries: Any, outcomes: list[domain.SendOutcome]
 ) -> pb.SendMessagesResponse:
     """A SendMessagesResponse with one SendResult (id echoed, message_id, duplicate) per entry,
     all accepted, written as wire bytes and parsed once (see ReceivedEncoder)."""
@@ -380,15 +380,15 @@ def plain_entries_python(
     return ids, bodies, dedup_ids if any(dedup_ids) else None
 
 
-def delete_results_response(results: Sequence[base.LeaseResult]) -> pb.DeleteMessagesResponse:
+def delete_results_response(results: Sequence[domain.LeaseResult]) -> pb.DeleteMessagesResponse:
     """A DeleteMessagesResponse with one DeleteResult (receipt, status) per result, written as
     wire bytes and parsed once (see ReceivedEncoder: add() per entry cost three times as much)."""
     return pb.DeleteMessagesResponse.FromString(delete_results_wire(results)[0])
 
 
-def delete_results_wire(results: Sequence[base.LeaseResult]) -> tuple[bytes, int]:
+def delete_results_wire(results: Sequence[domain.LeaseResult]) -> tuple[bytes, int]:
     """delete_results_response's wire bytes (its `results`), and how many results are OK."""
-    if results.__class__ is base.AllDeleted:  # the usual ack, told without a result object
+    if results.__class__ is domain.AllDeleted:  # the usual ack, told without a result object
         framed = _framed_alike(list(results.receipts), "\x0a", "\x10\x01")  # type: ignore[attr-defined]
         if framed is not None:
             return framed, len(results)
@@ -406,11 +406,11 @@ def delete_results_wire(results: Sequence[base.LeaseResult]) -> tuple[bytes, int
     return b"".join(parts), acked
 
 
-def received_to_proto(message: base.DeliveredMessage) -> pb.ReceivedMessage:
+def received_to_proto(message: domain.DeliveredMessage) -> pb.ReceivedMessage:
     return ReceivedEncoder.response([ReceivedEncoder()(message)]).messages[0]
 
 
-def peeked_to_proto(message: base.PeekedMessage) -> pb.PeekedMessage:
+def peeked_to_proto(message: domain.PeekedMessage) -> pb.PeekedMessage:
     return pb.PeekedMessage(
         message_id=message.message_id,
         body=message.body,
@@ -425,8 +425,8 @@ def peeked_to_proto(message: base.PeekedMessage) -> pb.PeekedMessage:
     )
 
 
-def lease_status_to_proto(status: base.LeaseStatus) -> int:
-    return int(status)  # equal numbers by construction (base.LeaseStatus docstring)
+def lease_status_to_proto(status: domain.LeaseStatus) -> int:
+    return int(status)  # equal numbers by construction (domain.LeaseStatus docstring)
 
 
 def add_send_error(results: Any, entry_id: str, error: InvalidArgument) -> None:

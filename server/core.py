@@ -5,7 +5,7 @@ its wire format into calls of `QueueCore` with plain domain values (names, secon
 receipts) and the caller's `Principal`, and translates the results and the domain errors of
 `errors.py` back. What must hold whatever the dialect lives here, once:
 
-- range checks of queue configurations and of sent messages (the bounds are `validation`'s);
+- range checks of queue configurations and of sent messages (the rules and bounds are `domain.rules`);
 - grant checks: the same rules as `auth.RULES` gives gRPC (admin to create/change/delete/purge a
   queue and on the dead letter queue it names, send, receive, peek, ack, redrive, any action to
   read a queue, and list filtering). A principal of None means "not checked here": no policy is
@@ -33,17 +33,18 @@ directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from . import validation
+from .domain import limits, rules
+from .domain.commands import ReceiveParams, resolve_receive
 from .auth import ANY, Principal
 from .budget import CALL_BYTES
-from .errors import InvalidArgument, LeaseqError, OutOfRange, Unavailable, clip
+from .errors import InvalidArgument, LeaseqError, Unavailable, clip
 from .longpoll import LongPoll
 from .page_tokens import PageTokens
-from .store import base
-from .store.base import (
+from . import domain
+from .domain.types import (
     DeleteOutcome,
     DeliveredMessage,
     LeaseResult,
@@ -52,10 +53,10 @@ from .store.base import (
     QueueInfo,
     QueueStats,
     SendOutcome,
-    Store,
     UpdatedMessage,
     VisibilityChange,
 )
+from .store.base import Store
 
 DRAIN_RETRY_AFTER = 1.0
 
@@ -84,51 +85,8 @@ class QueuePage:
     more: bool  # another page exists after the last queue of this one
 
 
-def check_config(name: str, config: QueueConfig) -> QueueConfig:
-    """Every field of a whole configuration within API.md's ranges, and the rules between
-    fields; InvalidArgument/OutOfRange naming "config.<field>"."""
-    for f in fields(QueueConfig):
-        value = getattr(config, f.name)
-        path = f"config.{f.name}"
-        if f.name in validation._CONFIG_DURATIONS:
-            low, high = validation._CONFIG_DURATIONS[f.name]
-            if not low <= value <= high:
-                raise OutOfRange(
-                    path,
-                    validation.format_seconds(value),
-                    validation.format_seconds(low),
-                    validation.format_seconds(high),
-                )
-        elif f.name in validation._CONFIG_INTS and value is not None:
-            low, high = validation._CONFIG_INTS[f.name]
-            validation.int_range(value, path, low, high)
-        elif f.name == "dead_letter_queue" and value is not None:
-            validation.queue_name(value, path)
-    return validation._check_config(name, config)
-
-
-def check_message(
-    message: NewMessage, index: int, config: QueueConfig, owned_prefix: str = ""
-) -> NewMessage:
-    """One message to send against its queue's configuration (the checks of
-    validation.send_entry, on domain values); owned_prefix: the reserved attribute names the
-    calling front end may write (validation.attributes)."""
-    where = f"entries[{index}]"
-    validation.attributes(message.attributes, f"{where}.attributes", owned_prefix)
-    size = base.message_size(message.body, message.attributes)
-    if size > config.max_message_bytes:
-        raise InvalidArgument(
-            f"{where}.body",
-            f"body plus attributes is {size} bytes, over the queue's max_message_bytes "
-            f"{config.max_message_bytes}",
-        )
-    validation.max_length(message.channel, f"{where}.channel", validation.MAX_CHANNEL)
-    validation.max_length(message.dedup_id, f"{where}.dedup_id", validation.MAX_DEDUP_ID)
-    if message.delay is not None and not 0.0 <= message.delay <= config.message_retention:
-        raise OutOfRange(f"{where}.delay", message.delay, 0.0, config.message_retention)
-    if message.ttl is not None and not validation.MIN_TTL <= message.ttl <= config.message_retention:
-        raise OutOfRange(f"{where}.ttl", message.ttl, validation.MIN_TTL, config.message_retention)
-    return message
+check_config = rules.check_config
+check_message = rules.check_message
 
 
 class QueueCore:
@@ -174,7 +132,7 @@ class QueueCore:
         """Create, or return the queue when it exists with an equal config (QueueAlreadyExists
         otherwise: the caller decides whether its dialect is laxer)."""
         self._ready()
-        validation.queue_name(name)
+        rules.queue_name(name)
         self._grant(principal, _ADMIN, name)
         if config.dead_letter_queue:
             self._grant(principal, _ADMIN, config.dead_letter_queue)
@@ -182,7 +140,7 @@ class QueueCore:
 
     async def get_queue(self, principal: Principal | None, name: str) -> QueueInfo:
         self._ready()
-        validation.queue_name(name)
+        rules.queue_name(name)
         self._grant(principal, ANY, name)
         return await self.store.get_queue(name)
 
@@ -201,7 +159,7 @@ class QueueCore:
     ) -> None:
         """Replace the queue's metadata (admin, as other changes of a queue)."""
         self._ready()
-        validation.queue_name(name)
+        rules.queue_name(name)
         self._grant(principal, _ADMIN, name)
         await self.store.set_queue_metadata(name, metadata)
 
@@ -211,7 +169,7 @@ class QueueCore:
         """Change the named config fields; the others keep their value (read-merge-write: of two
         concurrent updates of different fields, the last writer wins)."""
         self._ready()
-        validation.queue_name(name)
+        rules.queue_name(name)
         self._grant(principal, _ADMIN, name)
         if changes.get("dead_letter_queue"):
             self._grant(principal, _ADMIN, changes["dead_letter_queue"])
@@ -223,7 +181,7 @@ class QueueCore:
 
     async def delete_queue(self, principal: Principal | None, name: str) -> None:
         self._ready()
-        validation.queue_name(name)
+        rules.queue_name(name)
         self._grant(principal, _ADMIN, name)
         await self.store.delete_queue(name)
         self.longpoll.queue_emptied(name)  # its waiters look again and get QueueNotFound
@@ -231,7 +189,7 @@ class QueueCore:
 
     async def purge_queue(self, principal: Principal | None, name: str) -> int:
         self._ready()
-        validation.queue_name(name)
+        rules.queue_name(name)
         self._grant(principal, _ADMIN, name)
         count = await self.store.purge_queue(name)
         self.longpoll.queue_emptied(name)
@@ -239,7 +197,7 @@ class QueueCore:
 
     async def stats(self, principal: Principal | None, name: str) -> QueueStats:
         self._ready()
-        validation.queue_name(name)
+        rules.queue_name(name)
         self._grant(principal, ANY, name)
         return await self.store.stats(name)
 
@@ -268,13 +226,13 @@ class QueueCore:
         sources: list[str] = []
         after: str | None = None
         while True:
-            infos = await self.store.list_queues("", after, validation.MAX_PAGE_SIZE)
+            infos = await self.store.list_queues("", after, limits.MAX_PAGE_SIZE)
             sources += [
                 i.name
                 for i in infos
                 if i.config.dead_letter_queue == name and self.allows(principal, ANY, i.name)
             ]
-            if len(infos) < validation.MAX_PAGE_SIZE:
+            if len(infos) < limits.MAX_PAGE_SIZE:
                 return sources
             after = infos[-1].name
 
@@ -291,8 +249,8 @@ class QueueCore:
         place and the others are sent (one store call). owned_prefix: the reserved attribute
         names the calling front end writes (the SQS dialect's "sqs:")."""
         self._ready()
-        validation.queue_name(name)
-        validation.batch_size(len(messages), "entries")
+        rules.queue_name(name)
+        rules.batch_size(len(messages), "entries")
         self._grant(principal, _SEND, name)
         config = (await self.store.get_queue(name)).config
         checked: list[NewMessage | InvalidArgument] = []
@@ -370,35 +328,32 @@ class QueueCore:
         chunk (`budget.CALL_BYTES`, 8 MiB, plus one message): fewer messages than asked when
         they are large."""
         self._ready()
-        validation.queue_name(name)
-        validation.batch_size(max_messages, "max_messages")
+        rules.queue_name(name)
+        rules.batch_size(max_messages, "max_messages")
         if visibility_timeout is not None:
-            if not 0.0 <= visibility_timeout <= validation.MAX_VISIBILITY:
-                raise OutOfRange(
-                    "visibility_timeout", visibility_timeout, 0.0, validation.MAX_VISIBILITY
-                )
-        if wait_time is not None and not 0.0 <= wait_time <= validation.MAX_WAIT:
-            raise OutOfRange("wait_time", wait_time, 0.0, validation.MAX_WAIT)
+            rules.visibility_timeout(visibility_timeout)
+        if wait_time is not None:
+            rules.wait_time(wait_time)
         self._grant(principal, _RECEIVE, name)
         config = (await self.store.get_queue(name)).config
-        params = validation.ReceiveParams(
+        params = ReceiveParams(
             queue=name,
             max_messages=max_messages,
             visibility_timeout=visibility_timeout,
             wait_time=wait_time,
-            channel_filter=validation.channel_filter(channel_filter),
+            channel_filter=rules.channel_filter(channel_filter),
             follow=False,
-            max_outstanding=validation.DEFAULT_MAX_OUTSTANDING,
-            attempt_id=validation.max_length(attempt_id, "attempt_id", validation.MAX_ATTEMPT_ID),
+            max_outstanding=limits.DEFAULT_MAX_OUTSTANDING,
+            attempt_id=rules.attempt_id(attempt_id, "attempt_id"),
         )
         return await self.long_poll(params, config)
 
     async def long_poll(
-        self, params: validation.ReceiveParams, config: QueueConfig
+        self, params: ReceiveParams, config: QueueConfig
     ) -> list[DeliveredMessage]:
         """A receive whose parameters are checked (validation.get_messages or the above) against
         the queue's config: its defaults are filled in here."""
-        params = validation.resolve_receive(params, config)
+        params = resolve_receive(params, config)
         return await self.longpoll.receive_batch(params, config)
 
     async def peek(
@@ -409,14 +364,14 @@ class QueueCore:
         channel_filter: str = "",
         include_leased: bool = False,
         include_delayed: bool = False,
-        after: base.PeekCursor | None = None,
+        after: domain.PeekCursor | None = None,
         max_bytes: int = CALL_BYTES,
-    ) -> base.PeekPage:
+    ) -> domain.PeekPage:
         """One page of at most max_messages messages, cut after the message that reaches
         max_bytes (base.py's byte limit: a page holds at most max_bytes plus one message)."""
         self._ready()
-        validation.queue_name(name, "queue")
-        validation.batch_size(max_messages, "max_messages")
+        rules.queue_name(name, "queue")
+        rules.batch_size(max_messages, "max_messages")
         self._grant(principal, _PEEK, name)
         return await self.store.peek(
             name, max_messages, channel_filter, include_leased, include_delayed, after, max_bytes
@@ -424,7 +379,7 @@ class QueueCore:
 
     async def find_message(
         self, principal: Principal | None, name: str, visible_at: float, key: int
-    ) -> base.PeekedMessage | None:
+    ) -> domain.PeekedMessage | None:
         """The message `key` of the queue if its visible_at is still `visible_at` (a peeked
         message's position: one indexed read, no scan); None when it moved on since (delivered
         again, released, deleted, expired). Needs peek."""
@@ -441,7 +396,7 @@ class QueueCore:
     async def admin_release(
         self, principal: Principal | None, name: str, visible_at: float, key: int, seq: int,
         reason: str = "",
-    ) -> base.LeaseStatus:
+    ) -> domain.LeaseStatus:
         """Release a leased message that someone else holds (the console's "release"): admin
         on the queue. The message is named by what a peek showed of it (position and
         receipt_seq); the store makes the receipt of that delivery (`Store.receipt_of`) and an
@@ -449,13 +404,13 @@ class QueueCore:
         newer delivery the call changes nothing (RECEIPT_SUPERSEDED), after the lease ended
         LEASE_EXPIRED. The consumer's own receipt keeps working as after its own release."""
         receipt = await self._admin_receipt(principal, name, key, seq)
-        validation.max_length(reason, "reason", validation.MAX_REASON)
+        rules.reason(reason)
         [result] = await self.change_visibility(None, name, [VisibilityChange(receipt, 0.0, reason)])
         return result.status
 
     async def admin_delete(
         self, principal: Principal | None, name: str, key: int, seq: int
-    ) -> base.LeaseStatus:
+    ) -> domain.LeaseStatus:
         """Delete a message by what a peek showed of it (admin on the queue), with the receipt
         of that delivery (see admin_release): DeleteMessages' rules, so a message delivered
         again since is not deleted (RECEIPT_SUPERSEDED); the consumer's later ack of it gets
@@ -468,7 +423,7 @@ class QueueCore:
         self, principal: Principal | None, name: str, key: int, seq: int
     ) -> str:
         self._ready()
-        validation.queue_name(name, "queue")
+        rules.queue_name(name, "queue")
         self._grant(principal, _ADMIN, name)
         if not (0 <= key < 2**63 and 0 <= seq < 2**32):
             raise InvalidArgument("message", "no such message handle")
@@ -478,16 +433,10 @@ class QueueCore:
         self, principal: Principal | None, name: str, changes: list[VisibilityChange]
     ) -> list[LeaseResult]:
         self._ready()
-        validation.queue_name(name)
-        validation.batch_size(len(changes), "entries")
+        rules.queue_name(name)
+        rules.batch_size(len(changes), "entries")
         for index, change in enumerate(changes):
-            if not 0.0 <= change.visibility_timeout <= validation.MAX_VISIBILITY:
-                raise OutOfRange(
-                    f"entries[{index}].visibility_timeout",
-                    change.visibility_timeout,
-                    0.0,
-                    validation.MAX_VISIBILITY,
-                )
+            rules.visibility_timeout(change.visibility_timeout, f"entries[{index}].visibility_timeout")
         self._grant(principal, _ACK, name)
         results = await self.store.change_visibility(name, changes)
         self.longpoll.visibility_changed(name, changes, results)
@@ -502,9 +451,9 @@ class QueueCore:
     ) -> DeleteOutcome:
         """Delete by receipt, and every message still leased under one of attempt_ids."""
         self._ready()
-        validation.queue_name(name)
+        rules.queue_name(name)
         attempt_ids = attempt_ids or []
-        validation.batch_size(len(receipts) + len(attempt_ids), "receipts")
+        rules.batch_size(len(receipts) + len(attempt_ids), "receipts")
         self._grant(principal, _ACK, name)
         outcome = await self.store.delete(name, receipts, attempt_ids)
         self.longpoll.deleted(name, outcome.deleted_keys)
@@ -524,9 +473,9 @@ class QueueCore:
         """Replace body/attributes of a leased message (None: keep) and/or move its lease end
         (0 releases it); LeaseRejected when the receipt holds no live lease."""
         self._ready()
-        validation.queue_name(name, "queue")
-        if visibility_timeout is not None and not 0.0 <= visibility_timeout <= validation.MAX_VISIBILITY:
-            raise OutOfRange("visibility_timeout", visibility_timeout, 0.0, validation.MAX_VISIBILITY)
+        rules.queue_name(name, "queue")
+        if visibility_timeout is not None:
+            rules.visibility_timeout(visibility_timeout)
         self._grant(principal, _ACK, name)
         updated = await self.store.update_message(
             name, receipt, body=body, attributes=attributes, visibility_timeout=visibility_timeout
@@ -549,10 +498,10 @@ class QueueCore:
         """Move a dead letter queue's visible messages to destination (None: back to their
         source queues); 0 max_messages: all."""
         self._ready()
-        validation.queue_name(name, "queue")
+        rules.queue_name(name, "queue")
         self._grant(principal, _REDRIVE, name)
         if destination is not None:
-            validation.queue_name(destination, "destination")
+            rules.queue_name(destination, "destination")
             self._grant(principal, _REDRIVE, destination)
         moved = await self.store.redrive(name, destination, max_messages, channel_filter)
         if moved:

@@ -42,9 +42,8 @@ from grpc_status import rpc_status
 from .budget import CALL_BYTES, SERVER_BYTES
 from .errors import ERROR_DOMAIN
 from .service import MAX_GRPC_MESSAGE_BYTES, SERVICE_NAME
-from .validation import MAX_ATTEMPT_ID, MAX_CHANNEL, MAX_DEDUP_ID
+from .domain.limits import LARGEST_MESSAGE_BYTES, MAX_ATTEMPT_ID, MAX_CHANNEL, MAX_DEDUP_ID
 
-LARGEST_MESSAGE_BYTES = 8 * 1024 * 1024  # max_message_bytes' maximum (body + attributes)
 LARGEST_ENTRY_BYTES = LARGEST_MESSAGE_BYTES + MAX_CHANNEL + MAX_DEDUP_ID + MAX_ATTEMPT_ID + 4096
 """An upper bound of one SendEntry / UpdateMessage request at the largest message size (framing
 and the entry id included, for ids up to a few KiB)."""

@@ -100,7 +100,7 @@ from typing import Protocol
 from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, Reservation, read_estimate
 from .clock import Clock
 from .errors import OverLimit
-from .store.base import (
+from .domain.types import (
     DeliveredMessage,
     LeaseResult,
     LeaseStatus,
@@ -108,14 +108,13 @@ from .store.base import (
     QueueConfig,
     ReceiveOutcome,
     SendOutcome,
-    Store,
     VisibilityChange,
-    channel_matches,
-    message_size,
 )
+from .domain.rules import channel_matches, message_size
+from .store.base import Store
 from .stream_checks import check_still_allowed
 from .traffic import Traffic
-from .validation import ReceiveParams
+from .domain.commands import ReceiveParams
 
 log = logging.getLogger(__name__)
 

@@ -68,7 +68,8 @@ from .convert import Wire
 from .errors import QueueNotFound
 from .interceptors import Observation, ObservedHandlers, Start
 from .service import SERVICE_NAME
-from .store.base import QueueStats, Store
+from .domain.types import QueueStats
+from .store.base import Store
 
 log = logging.getLogger(__name__)
 

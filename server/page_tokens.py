@@ -31,7 +31,7 @@ import secrets
 from typing import Any
 
 from .errors import InvalidArgument
-from .store import base
+from . import domain
 
 _VERSION = b"\x01"
 _NONCE_BYTES = 16
@@ -133,7 +133,7 @@ class PageTokens:
     def encode_peek(
         self,
         queue: str,
-        cursor: base.PeekCursor,
+        cursor: domain.PeekCursor,
         channel_filter: str,
         include_leased: bool,
         include_delayed: bool,
@@ -157,7 +157,7 @@ class PageTokens:
         channel_filter: str,
         include_leased: bool,
         include_delayed: bool,
-    ) -> base.PeekCursor:
+    ) -> domain.PeekCursor:
         payload = self._open(token, _PEEK_KIND)
         visible_at, key = payload.get("v"), payload.get("i")
         if (
@@ -180,7 +180,7 @@ class PageTokens:
 
     # --- message handles (the web console) --------------------------------------------------
 
-    def encode_message(self, queue: str, message: base.PeekedMessage) -> str:
+    def encode_message(self, queue: str, message: domain.PeekedMessage) -> str:
         """A peeked message's handle for the web console: its position (visible_at, key) and
         delivery (receipt_seq), sealed like a page token so that the store's internal key stays
         hidden and a handle cannot be made up (core.QueueCore.find_message, admin_release)."""

@@ -34,11 +34,14 @@ from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 
 from . import convert, validation
+from .domain.commands import PeekParams, resolve_receive
 from .core import QueueCore
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
 from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, read_estimate
 from .longpoll import LongPoll
-from .store.base import DeliveredMessage, NewMessage, PeekPage, Store, message_size
+from .domain.types import DeliveredMessage, NewMessage, PeekPage
+from .domain.rules import message_size
+from .store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +300,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
     ) -> AsyncGenerator[convert.Wire, None]:
         params = validation.get_messages(request)
         config = (await self.core.get_queue(None, params.queue)).config
-        params = validation.resolve_receive(params, config)
+        params = resolve_receive(params, config)
         if not params.follow:
             async with aclosing(self.longpoll.receive(params, config)) as chunks:
                 async for response in self._responses(chunks, always=True):
@@ -368,7 +371,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
             return self._peek_response(params, page)
 
     def _peek_response(
-        self, params: validation.PeekParams, page: PeekPage
+        self, params: PeekParams, page: PeekPage
     ) -> pb.PeekMessagesResponse:
         messages: list[pb.PeekedMessage] = []
         cursor, size = page.next_cursor, 0

@@ -1,7 +1,9 @@
-"""Every range and shape check of a request, in one place (API.md "Queue configuration",
-"Messages", "GetMessages").
+"""The gRPC front end's reading of requests: each protobuf request to one checked command.
 
-Each function reads one request message and returns plain values for the store, or raises
+The rules and ranges themselves are the domain's (`domain.rules`, `domain.limits`: one definition
+for every front end); this module reads protobuf (presence, malformed Durations, update masks,
+page tokens) and applies them. Each function reads one request message and returns plain values
+for the core, or raises
 `OutOfRange` (a numeric value outside its range: the client gets the field, the value and both
 bounds) or `InvalidArgument` (anything else malformed). Field names in errors are the request's
 field paths ("max_messages", "config.visibility_timeout", "entries[3].delay"), so a caller can
@@ -26,8 +28,7 @@ Decisions (API.md leaves them open):
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from google.protobuf import duration_pb2
@@ -35,71 +36,53 @@ from google.protobuf.message import Message
 
 from leaseq.v1 import queue_service_pb2 as pb
 
-from .convert import duration_to_seconds, format_seconds
+from .convert import duration_to_seconds
 from .errors import InvalidArgument, OutOfRange, clip
 from .page_tokens import PageTokens
-from .store import base
+from . import domain
 
-# --- ranges (API.md) --------------------------------------------------------------------------
-
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,80}")
-MAX_NAME = 80
-
-MIN_BATCH, MAX_BATCH = 1, base.MAX_BATCH
-MAX_OUTSTANDING = 100_000
-DEFAULT_MAX_OUTSTANDING = 1_000
-MAX_PAGE_SIZE = 1_000
-DEFAULT_PAGE_SIZE = 100
-MAX_ATTRIBUTES = 16
-MAX_CHANNEL = 64
-MAX_DEDUP_ID = 128
-MAX_ATTEMPT_ID = 128
-MAX_REASON = 1024  # a release reason is kept as last_error on every later delivery: keep it small
-# Leases of up to 7 days: Azure Queue Storage's bound (12 h before issue 18), so that every
-# dialect has one range; SQS's own VisibilityTimeout stays at most 12 h in frontends/sqs.
-MAX_VISIBILITY = 7 * 86400.0
-MAX_WAIT = 30.0
-MIN_TTL = 1.0
-MAX_INT64 = 2**63 - 1
-
-# QueueConfig duration fields: (minimum, maximum) in seconds. default_delay's maximum is the
-# retention, checked once the retention is known.
-_CONFIG_DURATIONS: dict[str, tuple[float, float]] = {
-    "visibility_timeout": (0.0, MAX_VISIBILITY),
-    "receive_wait_time": (0.0, MAX_WAIT),
-    "message_retention": (60.0, 14 * 86400.0),
-    "default_delay": (0.0, 14 * 86400.0),
-    "dedup_window": (0.0, 3600.0),
-}
-_CONFIG_INTS: dict[str, tuple[int, int]] = {
-    "max_message_bytes": (1024, 8 * 1024 * 1024),
-    "max_delivery_count": (1, 1000),
-    "max_in_flight": (1, 10_000_000),
-}
-# In declaration order, so the first bad field reported is stable.
-CONFIG_FIELDS = tuple(f.name for f in fields(base.QueueConfig))
+from .domain import limits, rules
+from .domain.limits import (
+    DEFAULT_MAX_OUTSTANDING,
+    DEFAULT_PAGE_SIZE,
+    MAX_ATTEMPT_ID,
+    MAX_ATTRIBUTES,
+    MAX_BATCH,
+    MAX_CHANNEL,
+    MAX_DEDUP_ID,
+    MAX_INT64,
+    MAX_NAME,
+    MAX_OUTSTANDING,
+    MAX_PAGE_SIZE,
+    MAX_REASON,
+    MAX_VISIBILITY,
+    MAX_WAIT,
+    MIN_BATCH,
+    MIN_TTL,
+    NAME_PATTERN,
+)
+from .domain.commands import PeekParams, ReceiveParams, resolve_receive
+from .domain.rules import (
+    CONFIG_FIELDS,
+    NUL,
+    attributes,
+    batch_size,
+    channel_filter,
+    int_range,
+    max_length,
+    no_nul,
+    queue_name,
+)
 
 # Duration's own limits (google/protobuf/duration.proto): about 10,000 years.
 _DURATION_MAX_SECONDS = 315_576_000_000
 
 
-# --- small checks ------------------------------------------------------------------------------
+# --- protobuf values ---------------------------------------------------------------------------
 
 
-def queue_name(name: str, field: str = "name") -> str:
-    if not NAME_PATTERN.fullmatch(name):
-        raise InvalidArgument(field, "a queue name is 1-80 characters of A-Z a-z 0-9 _ -")
-    return name
-
-
-def int_range(value: int, field: str, minimum: int, maximum: int) -> int:
-    if not minimum <= value <= maximum:
-        raise OutOfRange(field, value, minimum, maximum)
-    return value
-
-
-def duration(value: duration_pb2.Duration, field: str, minimum: float, maximum: float) -> float:
-    """Seconds of a well-formed Duration within [minimum, maximum]."""
+def well_formed_seconds(value: duration_pb2.Duration, field: str) -> float:
+    """Seconds of a well-formed Duration (any value: the range is the caller's rule)."""
     seconds, nanos = value.seconds, value.nanos
     if (
         abs(seconds) > _DURATION_MAX_SECONDS
@@ -110,12 +93,12 @@ def duration(value: duration_pb2.Duration, field: str, minimum: float, maximum: 
         raise InvalidArgument(
             field, "malformed Duration: seconds and nanos must share a sign, |nanos| < 1e9"
         )
-    result = duration_to_seconds(value)
-    if not minimum <= result <= maximum:
-        raise OutOfRange(
-            field, format_seconds(result), format_seconds(minimum), format_seconds(maximum)
-        )
-    return result
+    return duration_to_seconds(value)
+
+
+def duration(value: duration_pb2.Duration, field: str, minimum: float, maximum: float) -> float:
+    """Seconds of a well-formed Duration within [minimum, maximum]."""
+    return rules.seconds_range(well_formed_seconds(value, field), field, minimum, maximum)
 
 
 def optional_duration(
@@ -127,111 +110,32 @@ def optional_duration(
     return duration(getattr(message, name), prefix + name, minimum, maximum)
 
 
-NUL = "\x00"
-
-
-def max_length(value: str, field: str, limit: int) -> str:
-    """A text field the store keeps or matches: at most limit characters, and no U+0000 (see
-    `no_nul`)."""
-    if len(value) > limit:
-        raise InvalidArgument(field, f"at most {limit} characters (got {len(value)})")
-    return no_nul(value, field)
-
-
-def no_nul(value: str, field: str) -> str:
-    """U+0000 is refused in every text field, on every store: PostgreSQL's text cannot hold it
-    (it answered INTERNAL, and failed a whole send batch for one entry), and one rule for all
-    stores keeps a message portable between them."""
-    if NUL in value:
-        raise InvalidArgument(field, "must not contain U+0000 (NUL)")
-    return value
-
-
-RESERVED_ATTRIBUTE_PREFIXES = ("sqs:",)
-"""Attribute names a front end keeps for itself ("sqs:types": the SQS types of the message's
-attributes, frontends/sqs/message_attributes.py). Only that front end may write them: a value
-another sender wrote would be read by the dialect as its own (a poison message for its readers)."""
-
-
-def attributes(values: dict[str, str], field: str, owned_prefix: str = "") -> dict[str, str]:
-    """Message attributes: at most MAX_ATTRIBUTES, no U+0000 in a key or a value, no reserved
-    name (RESERVED_ATTRIBUTE_PREFIXES) unless under owned_prefix, the caller's own."""
-    if len(values) > MAX_ATTRIBUTES:
-        raise InvalidArgument(field, f"at most {MAX_ATTRIBUTES} attributes")
-    for key, value in values.items():
-        if NUL in key or NUL in value:
-            raise InvalidArgument(field, "must not contain U+0000 (NUL) in a key or a value")
-        if key.startswith(RESERVED_ATTRIBUTE_PREFIXES) and not (
-            owned_prefix and key.startswith(owned_prefix)
-        ):
-            raise InvalidArgument(
-                field,
-                f"attribute name {clip(key)!r} is reserved: names starting with "
-                f"{' or '.join(RESERVED_ATTRIBUTE_PREFIXES)} are kept by a front end",
-            )
-    return values
-
-
-def channel_filter(value: str, field: str = "channel_filter") -> str:
-    """An exact channel, or a prefix ending in '*'; empty means every channel."""
-    prefix = value[:-1] if value.endswith("*") else value
-    if "*" in prefix:
-        raise InvalidArgument(field, "'*' is allowed only as the last character (a prefix)")
-    max_length(prefix, field, MAX_CHANNEL)
-    return value
-
-
-def batch_size(count: int, field: str) -> int:
-    return int_range(count, field, MIN_BATCH, MAX_BATCH)
-
-
 # --- queues -----------------------------------------------------------------------------------
 
 
 def _config_field(config: pb.QueueConfig, name: str) -> Any:
     """The validated value of one present QueueConfig field."""
     path = f"config.{name}"
-    if name in _CONFIG_DURATIONS:
-        low, high = _CONFIG_DURATIONS[name]
+    if name in limits.CONFIG_DURATIONS:
+        low, high = limits.CONFIG_DURATIONS[name]
         return duration(getattr(config, name), path, low, high)
-    if name in _CONFIG_INTS:
-        low, high = _CONFIG_INTS[name]
+    if name in limits.CONFIG_INTS:
+        low, high = limits.CONFIG_INTS[name]
         return int_range(getattr(config, name), path, low, high)
     # dead_letter_queue: present and empty means none.
     value = config.dead_letter_queue
     return queue_name(value, path) if value else None
 
 
-def _check_config(name: str, config: base.QueueConfig) -> base.QueueConfig:
-    """The checks that involve more than one field."""
-    if config.default_delay > config.message_retention:
-        raise OutOfRange(
-            "config.default_delay",
-            format_seconds(config.default_delay),
-            format_seconds(0.0),
-            format_seconds(config.message_retention),
-        )
-    if (config.dead_letter_queue is None) != (config.max_delivery_count is None):
-        missing = "max_delivery_count" if config.max_delivery_count is None else "dead_letter_queue"
-        raise InvalidArgument(
-            f"config.{missing}", "dead_letter_queue and max_delivery_count are set together"
-        )
-    if config.dead_letter_queue == name:
-        raise InvalidArgument(
-            "config.dead_letter_queue", "a queue cannot be its own dead letter queue"
-        )
-    return config
-
-
 def _present_config_fields(config: pb.QueueConfig) -> list[str]:
     return [name for name in CONFIG_FIELDS if config.HasField(name)]
 
 
-def create_queue(request: pb.CreateQueueRequest) -> tuple[str, base.QueueConfig]:
+def create_queue(request: pb.CreateQueueRequest) -> tuple[str, domain.QueueConfig]:
     """The name and the full configuration: unset fields take API.md's defaults."""
     name = queue_name(request.name)
     values = {f: _config_field(request.config, f) for f in _present_config_fields(request.config)}
-    return name, _check_config(name, base.QueueConfig(**values))
+    return name, rules.check_config_relations(name, domain.QueueConfig(**values))
 
 
 def update_mask_paths(request: pb.UpdateQueueRequest) -> list[str]:
@@ -254,18 +158,18 @@ def update_mask_paths(request: pb.UpdateQueueRequest) -> list[str]:
     return chosen
 
 
-def update_queue(request: pb.UpdateQueueRequest, current: base.QueueConfig) -> base.QueueConfig:
+def update_queue(request: pb.UpdateQueueRequest, current: domain.QueueConfig) -> domain.QueueConfig:
     """The merged configuration: masked fields take the request's value, or their default when
     unset in the request; other fields keep their current value."""
     name = queue_name(request.name)
-    defaults = base.QueueConfig()
+    defaults = domain.QueueConfig()
     changes: dict[str, Any] = {}
     for field in update_mask_paths(request):
         if request.config.HasField(field):
             changes[field] = _config_field(request.config, field)
         else:
             changes[field] = getattr(defaults, field)
-    return _check_config(name, replace(current, **changes))
+    return rules.check_config_relations(name, replace(current, **changes))
 
 
 @dataclass(frozen=True)
@@ -309,55 +213,38 @@ _ENTRY_ID = pb.SendEntry.DESCRIPTOR.fields_by_name["id"]
 _ENTRY_BODY = pb.SendEntry.DESCRIPTOR.fields_by_name["body"]
 
 
-def send_entry(entry: pb.SendEntry, index: int, config: base.QueueConfig) -> base.NewMessage:
-    """One entry against its queue's configuration. An InvalidArgument here fails only this
-    entry (the service reports it in the entry's SendResult).
+def send_entry(entry: pb.SendEntry, index: int, config: domain.QueueConfig) -> domain.NewMessage:
+    """One entry against its queue's configuration (`rules.check_message`, the one definition
+    of a valid message). An InvalidArgument here fails only this entry (the service reports it
+    in the entry's SendResult).
 
     Runs once per message sent, so the common entry (a body and perhaps an id, nothing else)
     takes the short way: one ListFields() call tells that, instead of reading every field (half
-    the cost); no field path is formatted unless an error needs it."""
+    the cost), and such a message is valid when its body fits (check_message's rule for it)."""
     fields = entry.ListFields()  # the set fields, in field number order
     if fields and fields[-1][0] is _ENTRY_BODY and (
         len(fields) == 1 or (len(fields) == 2 and fields[0][0] is _ENTRY_ID)
     ):
         body = fields[-1][1]
         if len(body) <= config.max_message_bytes:
-            return base.NewMessage(body, {}, "", None, None, "")
-    body = entry.body
-    attrs = attributes(dict(entry.attributes), f"entries[{index}].attributes") if entry.attributes else {}
-    size = base.message_size(body, attrs) if attrs else len(body)
-    if size > config.max_message_bytes:
-        raise InvalidArgument(
-            f"entries[{index}].body",
-            f"body plus attributes is {size} bytes, over the queue's max_message_bytes "
-            f"{config.max_message_bytes}",
-        )
-    channel, dedup_id = entry.channel, entry.dedup_id
-    if channel and (len(channel) > MAX_CHANNEL or NUL in channel):
-        max_length(channel, f"entries[{index}].channel", MAX_CHANNEL)
-    if dedup_id and (len(dedup_id) > MAX_DEDUP_ID or NUL in dedup_id):
-        max_length(dedup_id, f"entries[{index}].dedup_id", MAX_DEDUP_ID)
+            return domain.NewMessage(body, {}, "", None, None, "")
     delay = ttl = None
     if entry.HasField("delay"):
-        delay = duration(entry.delay, f"entries[{index}].delay", 0.0, config.message_retention)
+        delay = well_formed_seconds(entry.delay, f"entries[{index}].delay")
     if entry.HasField("ttl"):
-        ttl = duration(entry.ttl, f"entries[{index}].ttl", MIN_TTL, config.message_retention)
-    return base.NewMessage(body, attrs, channel, delay, ttl, dedup_id)
+        ttl = well_formed_seconds(entry.ttl, f"entries[{index}].ttl")
+    message = domain.NewMessage(
+        entry.body,
+        dict(entry.attributes) if entry.attributes else {},
+        entry.channel,
+        delay,
+        ttl,
+        entry.dedup_id,
+    )
+    return rules.check_message(message, index, config)
 
 
 # --- receive / peek ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReceiveParams:
-    queue: str
-    max_messages: int
-    visibility_timeout: float | None  # None: the queue's
-    wait_time: float | None  # None: the queue's receive_wait_time (resolve_receive fills it)
-    channel_filter: str
-    follow: bool
-    max_outstanding: int
-    attempt_id: str
 
 
 def get_messages(request: pb.GetMessagesRequest) -> ReceiveParams:
@@ -383,28 +270,6 @@ def get_messages(request: pb.GetMessagesRequest) -> ReceiveParams:
     )
 
 
-def resolve_receive(params: ReceiveParams, config: base.QueueConfig) -> ReceiveParams:
-    """Fill the queue's defaults; refuse a follow stream without leases (module docstring)."""
-    wait = config.receive_wait_time if params.wait_time is None else params.wait_time
-    vt = config.visibility_timeout if params.visibility_timeout is None else params.visibility_timeout
-    if params.follow and vt <= 0:
-        raise InvalidArgument(
-            "visibility_timeout",
-            "follow needs a lease (> 0): without one every receive redelivers the same messages",
-        )
-    return replace(params, wait_time=wait)
-
-
-@dataclass(frozen=True)
-class PeekParams:
-    queue: str
-    max_messages: int
-    channel_filter: str
-    include_leased: bool
-    include_delayed: bool
-    after: base.PeekCursor | None
-
-
 def peek_messages(request: pb.PeekMessagesRequest, tokens: PageTokens) -> PeekParams:
     name = queue_name(request.queue, "queue")
     max_messages = batch_size(request.max_messages, "max_messages")
@@ -424,7 +289,7 @@ def peek_messages(request: pb.PeekMessagesRequest, tokens: PageTokens) -> PeekPa
 # --- leases -----------------------------------------------------------------------------------
 
 
-def change_visibility(request: pb.ChangeVisibilityRequest) -> tuple[str, list[base.VisibilityChange]]:
+def change_visibility(request: pb.ChangeVisibilityRequest) -> tuple[str, list[domain.VisibilityChange]]:
     name = queue_name(request.queue, "queue")
     batch_size(len(request.entries), "entries")
     changes = []
@@ -435,7 +300,7 @@ def change_visibility(request: pb.ChangeVisibilityRequest) -> tuple[str, list[ba
             raise InvalidArgument(path, "required (0 releases the message)")
         vt = duration(entry.visibility_timeout, path, 0.0, MAX_VISIBILITY)
         max_length(entry.reason, f"entries[{index}].reason", MAX_REASON)
-        changes.append(base.VisibilityChange(entry.receipt, vt, entry.reason))
+        changes.append(domain.VisibilityChange(entry.receipt, vt, entry.reason))
     return name, changes
 
 

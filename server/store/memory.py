@@ -34,8 +34,7 @@ from ..errors import (
     QueueNotFound,
 )
 from ..receipts import ReceiptCodec, new_queue_uid, new_signing_key
-from .base import (
-    TOMBSTONE_SECONDS,
+from ..domain.types import (
     CountsByState,
     DeleteOutcome,
     DeliveredMessage,
@@ -53,12 +52,11 @@ from .base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
-    bytes_reached,
-    channel_matches,
-    fence,
-    message_size,
-    message_state,
 )
+from ..domain.limits import TOMBSTONE_SECONDS
+from ..domain import leases
+from ..domain.leases import fence, message_state
+from ..domain.rules import body_fits_update, bytes_reached, channel_matches, message_size
 
 # A heap is rebuilt from its queue's messages once stale entries outnumber live ones by this much
 # (a workload that only ever receives with a channel filter never pops the schedule heap).
@@ -255,8 +253,7 @@ class MemoryStore:
                 if original is not None:
                     outcomes.append(SendOutcome(message_id=original, duplicate=True))
                     continue
-            delay = config.default_delay if new.delay is None else new.delay
-            ttl = config.message_retention if new.ttl is None else new.ttl
+            visible_at, expires_at = leases.send_times(now, new.delay, new.ttl, config)
             message = _Message(
                 key=self._new_key(),
                 message_id=os.urandom(16).hex(),
@@ -264,8 +261,8 @@ class MemoryStore:
                 attributes=dict(new.attributes),
                 channel=new.channel,
                 enqueued_at=now,
-                expires_at=now + ttl,
-                visible_at=now + delay,
+                expires_at=expires_at,
+                visible_at=visible_at,
             )
             self._insert(queue, message)
             if new.dedup_id:
@@ -290,12 +287,9 @@ class MemoryStore:
             replay = self._replay(queue, attempt_id, now)
             if replay is not None:
                 return replay
-        limit = max_messages
-        if vt > 0:
-            room = queue.config.max_in_flight - len(queue.leased)
-            if room <= 0:
-                raise OverLimit(name, queue.config.max_in_flight, self._earliest_lease_end(queue))
-            limit = min(limit, room)
+        limit = leases.delivery_room(max_messages, vt, queue.config.max_in_flight, len(queue.leased))
+        if limit <= 0:
+            raise OverLimit(name, queue.config.max_in_flight, self._earliest_lease_end(queue))
 
         delivered: list[_Message] = []
         taken = 0  # bytes, for max_bytes
@@ -431,13 +425,7 @@ class MemoryStore:
             raise LeaseRejected(status)
         new_body = message.body if body is None else body
         new_attributes = message.attributes if attributes is None else dict(attributes)
-        size = message_size(new_body, new_attributes)
-        if size > queue.config.max_message_bytes:
-            raise InvalidArgument(
-                "body",
-                f"body and attributes are {size} bytes, over the queue's max_message_bytes "
-                f"({queue.config.max_message_bytes})",
-            )
+        body_fits_update(new_body, new_attributes, queue.config)
         message.body = new_body
         message.attributes = new_attributes
         message.receipt_seq += 1
@@ -474,7 +462,7 @@ class MemoryStore:
             message.leased = False
             message.source_queue = None
             message.receipt_seq += 1
-            message.expires_at = now + to.config.message_retention
+            message.expires_at = leases.redrive_expiry(now, to.config)
             self._insert(to, message)
             moved += 1
         return moved
@@ -652,13 +640,13 @@ class MemoryStore:
         """Mutate the message into its new delivery; the caller re-indexes it."""
         message.delivery_count += 1
         message.receipt_seq += 1
-        message.visible_at = now + vt
-        message.leased = vt > 0
+        message.visible_at = leases.lease_end(now, vt)
+        message.leased = leases.leases(vt)
         self._set_attempt(queue, message, attempt_id)
 
     def _set_visibility(self, queue: _Queue, message: _Message, now: float, vt: float) -> None:
-        message.visible_at = now + vt
-        if vt <= 0:  # a release: the message is visible now and no longer held by anyone
+        message.visible_at = leases.lease_end(now, vt)
+        if not leases.leases(vt):  # a release: visible now and no longer held by anyone
             message.leased = False
             self._set_attempt(queue, message, "")
         self._reindex(queue, message)
@@ -680,12 +668,9 @@ class MemoryStore:
         heapq.heappush(queue.attempt_expiries, (until, attempt_id))
 
     def _due_for_dead_letter(self, queue: _Queue, message: _Message) -> bool:
-        config = queue.config
         return (
-            bool(config.dead_letter_queue)
-            and config.max_delivery_count is not None
-            and message.delivery_count >= config.max_delivery_count
-            and config.dead_letter_queue in self._queues
+            leases.due_for_dead_letter(message.delivery_count, queue.config)
+            and queue.config.dead_letter_queue in self._queues
         )
 
     def _dead_letter(self, queue: _Queue, message: _Message, now: float) -> None:
@@ -694,8 +679,7 @@ class MemoryStore:
         message.source_queue = queue.name
         message.visible_at = now
         message.leased = False
-        # SQS's rule: the retention clock keeps running from the original enqueue.
-        message.expires_at = message.enqueued_at + dlq.config.message_retention
+        message.expires_at = leases.dead_letter_expiry(message.enqueued_at, dlq.config)
         message.receipt_seq += 1
         self._insert(dlq, message)
         queue.dead_lettered_total += 1
@@ -748,7 +732,9 @@ class MemoryStore:
         return None
 
     def _remember_dedup(self, queue: _Queue, dedup_id: str, message_id: str, now: float) -> None:
-        until = now + queue.config.dedup_window
+        until = leases.dedup_until(now, queue.config)
+        if until is None:
+            return  # a zero window leaves no record
         queue.dedup[dedup_id] = _Dedup(message_id, until)
         heapq.heappush(queue.dedup_expiries, (until, dedup_id))
 

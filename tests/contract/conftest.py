@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store.base import (
+from leaseq.server.domain.types import (
     DeliveredMessage,
     LeaseStatus,
     NewMessage,
     PeekedMessage,
     QueueConfig,
-    Store,
     VisibilityChange,
 )
+from leaseq.server.store.base import Store
 
 StoreFactory = Callable[[Path, FakeClock], AbstractAsyncContextManager[Store]]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from leaseq.server.store.base import DeliveredMessage, LeaseStatus, Store
+from leaseq.server.domain.types import DeliveredMessage, LeaseStatus
+from leaseq.server.store.base import Store
 
 from .conftest import Q, bodies, change, delete_status, make_queue, peek_all, receive, send
 

@@ -6,7 +6,8 @@ import pytest
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import QueueNotFound
-from leaseq.server.store.base import LeaseStatus, MessageState, Store
+from leaseq.server.domain.types import LeaseStatus, MessageState
+from leaseq.server.store.base import Store
 
 from .conftest import (
     DLQ,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from leaseq.server.store.base import NewMessage, Store
+from leaseq.server.domain.types import NewMessage
+from leaseq.server.store.base import Store
 
 from .conftest import Q, delete_status, make_queue, receive_one
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from leaseq.server.store.base import LeaseStatus, NewMessage, Store
+from leaseq.server.domain.types import LeaseStatus, NewMessage
+from leaseq.server.store.base import Store
 
 from .conftest import Q, bodies, make_queue, peek_all, receive, receive_one, send
 

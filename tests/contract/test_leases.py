@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from leaseq.server.store.base import LeaseStatus, MessageState, Store, VisibilityChange
+from leaseq.server.domain.types import LeaseStatus, MessageState, VisibilityChange
+from leaseq.server.store.base import Store
 
 from .conftest import Q, at, change, delete_status, make_queue, peek_one, receive, receive_one, send
 

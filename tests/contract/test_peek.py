@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from leaseq.server.store.base import LeaseStatus, MessageState, Store
+from leaseq.server.domain.types import LeaseStatus, MessageState
+from leaseq.server.store.base import Store
 
 from .conftest import Q, at, bodies, delete_status, make_queue, peek_all, receive_one, send
 

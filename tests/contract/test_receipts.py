@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from leaseq.server.store.base import TOMBSTONE_SECONDS, LeaseStatus, MessageState, Store
+from leaseq.server.domain.types import LeaseStatus, MessageState
+from leaseq.server.domain.limits import TOMBSTONE_SECONDS
+from leaseq.server.store.base import Store
 
 from .conftest import Q, change, delete_status, make_queue, peek_one, receive, receive_one, send
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from leaseq.server.store.base import MessageState, NewMessage, Store
+from leaseq.server.domain.types import MessageState, NewMessage
+from leaseq.server.store.base import Store
 
 from .conftest import Q, at, make_queue, peek_all, peek_one, receive, receive_one, send
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from leaseq.server.store.base import CountsByState, LeaseStatus, Store
+from leaseq.server.domain.types import CountsByState, LeaseStatus
+from leaseq.server.store.base import Store
 
 from .conftest import Q, at, delete_status, make_queue, receive, receive_one, send
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from leaseq.server import validation
+from leaseq.server.domain import limits
 from leaseq.v1 import queue_service_pb2 as pb
 
 API = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
@@ -52,12 +52,12 @@ def test_ranges_are_stated(text: str) -> None:
 
 
 def test_the_stated_limits_are_the_servers() -> None:
-    assert (validation.MAX_BATCH, validation.MAX_OUTSTANDING) == (10_000, 100_000)
-    assert (validation.DEFAULT_MAX_OUTSTANDING, validation.DEFAULT_PAGE_SIZE) == (1_000, 100)
-    assert validation.MAX_PAGE_SIZE == 1_000
-    assert (validation.MAX_ATTRIBUTES, validation.MAX_CHANNEL) == (16, 64)
-    assert (validation.MAX_DEDUP_ID, validation.MAX_ATTEMPT_ID, validation.MAX_REASON) == (128, 128, 1024)
-    assert (validation.MAX_VISIBILITY, validation.MAX_WAIT) == (7 * 86400.0, 30.0)
+    assert (limits.MAX_BATCH, limits.MAX_OUTSTANDING) == (10_000, 100_000)
+    assert (limits.DEFAULT_MAX_OUTSTANDING, limits.DEFAULT_PAGE_SIZE) == (1_000, 100)
+    assert limits.MAX_PAGE_SIZE == 1_000
+    assert (limits.MAX_ATTRIBUTES, limits.MAX_CHANNEL) == (16, 64)
+    assert (limits.MAX_DEDUP_ID, limits.MAX_ATTEMPT_ID, limits.MAX_REASON) == (128, 128, 1024)
+    assert (limits.MAX_VISIBILITY, limits.MAX_WAIT) == (7 * 86400.0, 30.0)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import LeaseqError, LeaseRejected
-from leaseq.server.store.base import NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.memory import MemoryStore
 from leaseq.server.store.sqlite import SqliteStore
 

@@ -23,7 +23,7 @@ import pytest
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import LeaseqError
 from leaseq.server.store import postgres as pg
-from leaseq.server.store.base import NewMessage, QueueConfig, QueueStats, VisibilityChange
+from leaseq.server.domain.types import NewMessage, QueueConfig, QueueStats, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
 from tests.support.postgres import channel_counters, channel_rows, connect, store_url
 

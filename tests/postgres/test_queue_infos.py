@@ -16,7 +16,7 @@ import pytest
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import QueueInUse, QueueNotFound
-from leaseq.server.store.base import QueueConfig, QueueInfo
+from leaseq.server.domain.types import QueueConfig, QueueInfo
 from leaseq.server.store.postgres import PostgresStore
 from leaseq.server.store.postgres.queue_infos import QueueInfos
 from leaseq.server.store.postgres.settings import QUEUE_INFO_SECONDS

@@ -17,7 +17,8 @@ import pytest
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import OverLimit
 from leaseq.server.store import postgres as pg
-from leaseq.server.store.base import TOMBSTONE_SECONDS, LeaseStatus, NewMessage, QueueConfig
+from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig
+from leaseq.server.domain.limits import TOMBSTONE_SECONDS
 from leaseq.server.store.postgres import PostgresStore
 from tests.support.postgres import connect
 

@@ -3,7 +3,7 @@ statement with one receipt_seq, and every answer the same as with one row per ke
 
 from __future__ import annotations
 
-from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
 from tests.support.postgres import connect
 

@@ -10,7 +10,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from leaseq.server import validation
+from leaseq.server.domain import limits
 from leaseq.server.limits import LARGEST_ENTRY_BYTES, LARGEST_MESSAGE_BYTES, Limits
 from leaseq.server.service import MAX_GRPC_MESSAGE_BYTES
 from leaseq.v1 import queue_service_pb2 as pb
@@ -95,7 +95,7 @@ def test_streams_per_connection_are_capped_and_the_rest_wait_their_turn() -> Non
 
 def test_the_gRPC_message_limit_fits_the_largest_entry_and_refuses_more() -> None:
     assert MAX_GRPC_MESSAGE_BYTES >= LARGEST_ENTRY_BYTES
-    assert validation._CONFIG_INTS["max_message_bytes"][1] == LARGEST_MESSAGE_BYTES
+    assert limits.CONFIG_INTS["max_message_bytes"][1] == LARGEST_MESSAGE_BYTES
     with running_server() as server, grpc.insecure_channel(
         server.target, options=UNLIMITED
     ) as channel:
@@ -105,14 +105,14 @@ def test_the_gRPC_message_limit_fits_the_largest_entry_and_refuses_more() -> Non
                 name="big", config=pb.QueueConfig(max_message_bytes=LARGEST_MESSAGE_BYTES)
             )
         )
-        attributes = {f"k{i:02d}": "v" * 100 for i in range(validation.MAX_ATTRIBUTES)}
+        attributes = {f"k{i:02d}": "v" * 100 for i in range(limits.MAX_ATTRIBUTES)}
         body_size = LARGEST_MESSAGE_BYTES - sum(len(k) + len(v) for k, v in attributes.items())
         entry = pb.SendEntry(
             id="i" * 1000,
             body=b"b" * body_size,
             attributes=attributes,
-            channel="c" * validation.MAX_CHANNEL,
-            dedup_id="d" * validation.MAX_DEDUP_ID,
+            channel="c" * limits.MAX_CHANNEL,
+            dedup_id="d" * limits.MAX_DEDUP_ID,
         )
         reply = stub.SendMessages(pb.SendMessagesRequest(queue="big", entries=[entry]))
         assert not reply.results[0].HasField("error")

@@ -57,7 +57,7 @@ def _received_by_fields(message) -> "pb.ReceivedMessage":
 def test_received_messages_encode_as_the_protobuf_api_builds_them() -> None:
     """ReceivedEncoder writes ReceivedMessages as wire bytes: every field, empty or not, short or
     long (lengths over 127 take a longer varint), non-ASCII text, shared and distinct instants."""
-    from leaseq.server.store.base import DeliveredMessage
+    from leaseq.server.domain.types import DeliveredMessage
 
     t = 1_800_000_000.123456
     messages = [
@@ -78,7 +78,7 @@ def test_received_messages_encode_as_the_protobuf_api_builds_them() -> None:
 
 
 def test_delete_results_encode_as_the_protobuf_api_builds_them() -> None:
-    from leaseq.server.store.base import LeaseResult, LeaseStatus
+    from leaseq.server.domain.types import LeaseResult, LeaseStatus
     from leaseq.v1 import queue_service_pb2 as pb
 
     results = [LeaseResult("r" * 39, status, key=1) for status in LeaseStatus]
@@ -91,7 +91,7 @@ def test_delete_results_encode_as_the_protobuf_api_builds_them() -> None:
 
 
 def test_send_results_encode_as_the_protobuf_api_builds_them() -> None:
-    from leaseq.server.store.base import SendOutcome
+    from leaseq.server.domain.types import SendOutcome
     from leaseq.v1 import queue_service_pb2 as pb
 
     entries = [pb.SendEntry(body=b"a"), pb.SendEntry(id="e" * 300, body=b"b"), pb.SendEntry(id="ü")]
@@ -110,7 +110,7 @@ def test_wire_responses_are_sent_as_they_are_and_equal_the_messages_they_stand_f
     one more field): the serializer sends the bytes untouched, they parse into the message the
     protobuf API builds, byte for byte what that message serializes to, and other responses are
     serialized as usual."""
-    from leaseq.server.store.base import LeaseResult, LeaseStatus
+    from leaseq.server.domain.types import LeaseResult, LeaseStatus
     from leaseq.v1 import queue_service_pb2 as pb
 
     now = 1_800_000_000.25

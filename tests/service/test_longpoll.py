@@ -562,7 +562,8 @@ def test_chunk_facts_are_the_bytes_and_the_earliest_lease_end(rows) -> None:
     """One pass gives what the long poll needs of a chunk: message_size summed and the earliest
     visible_at after now (None when nothing was leased)."""
     from leaseq.server.longpoll import chunk_facts
-    from leaseq.server.store.base import DeliveredMessage, message_size
+    from leaseq.server.domain.rules import message_size
+    from leaseq.server.domain.types import DeliveredMessage
 
     messages = [
         DeliveredMessage(i, "m", "r", body, attributes, "", 0.0, 1.0, visible_at, 1, "")

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 
 from leaseq._native import speedups
 from leaseq.server import convert
-from leaseq.server.store.base import DeliveredMessage, LeaseResult, LeaseStatus, SendOutcome
+from leaseq.server.domain.types import DeliveredMessage, LeaseResult, LeaseStatus, SendOutcome
 from leaseq.v1 import queue_service_pb2 as pb
 
 

@@ -4,7 +4,7 @@ in order (the scan reads ahead in pages: this crosses several page boundaries)."
 from __future__ import annotations
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store.base import NewMessage, QueueConfig
+from leaseq.server.domain.types import NewMessage, QueueConfig
 from leaseq.server.store.sqlite import PICK_READ_AHEAD, SqliteStore
 
 

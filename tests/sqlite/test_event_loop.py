@@ -13,7 +13,7 @@ import pytest
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import Unavailable
-from leaseq.server.store.base import NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SqliteStore, writer
 
 from .conftest import held_writer, run_on_writer, until, waiting_operations

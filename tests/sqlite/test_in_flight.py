@@ -6,7 +6,7 @@ import pytest
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import OverLimit
-from leaseq.server.store.base import NewMessage, QueueConfig
+from leaseq.server.domain.types import NewMessage, QueueConfig
 from leaseq.server.store.sqlite import SqliteStore
 
 

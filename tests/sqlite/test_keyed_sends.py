@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store.base import QueueConfig
+from leaseq.server.domain.types import QueueConfig
 from leaseq.server.store.sqlite import SqliteStore
 
 from .conftest import read_only

@@ -15,7 +15,7 @@ import pytest
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import OverLimit
-from leaseq.server.store.base import NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SCHEMA_VERSION, SqliteStore
 from leaseq.server.store.sqlite.schema import MAX_LIFETIMES
 

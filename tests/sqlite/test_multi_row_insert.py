@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store.base import NewMessage, QueueConfig
+from leaseq.server.domain.types import NewMessage, QueueConfig
 from leaseq.server.store.sqlite import SqliteStore
 from leaseq.server.store.sqlite.schema import INSERT_ROWS
 from leaseq.server.store.sqlite.transaction import _statements

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from leaseq.server.store.base import NewMessage, QueueConfig
+from leaseq.server.domain.types import NewMessage, QueueConfig
 from leaseq.server.store.sqlite import SqliteStore
 
 

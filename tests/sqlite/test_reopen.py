@@ -12,7 +12,7 @@ import pytest
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import Unavailable
 from leaseq.server.store import StoreOpenError, open_store
-from leaseq.server.store.base import LeaseStatus, MessageState, NewMessage, QueueConfig
+from leaseq.server.domain.types import LeaseStatus, MessageState, NewMessage, QueueConfig
 from leaseq.server.store.sqlite import SqliteStore
 
 from .conftest import read_only

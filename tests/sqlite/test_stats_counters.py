@@ -11,7 +11,7 @@ import pytest
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import OverLimit
-from leaseq.server.store.base import CountsByState, NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import CountsByState, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SqliteStore
 
 from .conftest import read_only

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store.base import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.sqlite import SCHEMA_VERSION, SqliteStore
 
 from .conftest import read_only, rewrite_as_version_4

@@ -11,11 +11,11 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from ... import validation
+from ...domain import limits
 from ...auth import Principal
 from ...core import QueueCore
 from ...errors import InvalidArgument, LeaseRejected, QueueNotFound
-from ...store.base import NewMessage, QueueConfig, QueueInfo
+from ...domain.types import NewMessage, QueueConfig, QueueInfo
 from . import metadata as meta
 from . import parameters as params
 from . import pop_receipts, xml_bodies
@@ -34,7 +34,7 @@ from .times import rfc1123
 _AZURE_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
 _LEASEQ_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
-AZURE_QUEUE = QueueConfig(message_retention=validation._CONFIG_DURATIONS["message_retention"][1])
+AZURE_QUEUE = QueueConfig(message_retention=limits.CONFIG_DURATIONS["message_retention"][1])
 """A queue created through Azure: leaseq's defaults, except the longest retention leaseq allows
 (14 days), which a messagettl of -1 ("never") gets; other messages default to Azure's 7 days."""
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ... import validation
+from ...domain import limits
 from .errors import invalid_query, out_of_range
 
 _INTEGER = re.compile(r"-?\d{1,19}")
 AZURE_MAX_VISIBILITY = 7 * 86400  # Azure's bound of every visibilitytimeout
-MAX_VISIBILITY = int(min(AZURE_MAX_VISIBILITY, validation.MAX_VISIBILITY))
+MAX_VISIBILITY = int(min(AZURE_MAX_VISIBILITY, limits.MAX_VISIBILITY))
 MAX_MESSAGES = 32  # numofmessages of Get and Peek Messages
 MAX_LIST_RESULTS = 5000
 DEFAULT_VISIBILITY = 30  # Get Messages without visibilitytimeout (Azure's default)
@@ -46,7 +46,7 @@ def message_ttl(query: Mapping[str, str], retention: float) -> float | None:
     text = query.get("messagettl")
     if text == str(NEVER):
         return None
-    value = integer(query, "messagettl", int(validation.MIN_TTL), high)
+    value = integer(query, "messagettl", int(limits.MIN_TTL), high)
     if value is None:
         return float(min(DEFAULT_TTL, high))
     return float(value)

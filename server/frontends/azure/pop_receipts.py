@@ -10,7 +10,7 @@ is "-.<message id>", which names no delivery (Delete/Update Message with it: Mes
 
 from __future__ import annotations
 
-from ...store.base import LeaseStatus
+from ...domain.types import LeaseStatus
 from .errors import MESSAGE_NOT_FOUND, POP_RECEIPT_MISMATCH, AzureError, invalid_query, missing_query
 
 _UNLEASED = "-"

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from xml.sax.saxutils import escape, quoteattr
 
-from ...store.base import DeliveredMessage, PeekedMessage
+from ...domain.types import DeliveredMessage, PeekedMessage
 from .errors import INVALID_XML, AzureError
 from .times import rfc1123
 

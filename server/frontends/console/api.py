@@ -21,7 +21,14 @@ from aiohttp import web
 from ...auth import ACTIONS, Principal
 from ...core import QueueCore
 from ...errors import InvalidArgument, clip
-from ...store.base import MessageState, NewMessage, PeekedMessage, QueueConfig, QueueInfo, QueueStats
+from ...domain.types import (
+    MessageState,
+    NewMessage,
+    PeekedMessage,
+    QueueConfig,
+    QueueInfo,
+    QueueStats,
+)
 from ...traffic import WINDOW_SECONDS
 from .history import DepthHistory
 

@@ -29,7 +29,7 @@ from typing import Any
 from ...auth import Principal
 from ...core import QueueCore
 from ...errors import InvalidArgument, QueueAlreadyExists
-from ...store.base import LeaseStatus, NewMessage, VisibilityChange
+from ...domain.types import LeaseStatus, NewMessage, VisibilityChange
 from . import md5
 from . import message_attributes as mattrs
 from . import queue_attributes as qattrs

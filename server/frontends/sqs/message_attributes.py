@@ -12,7 +12,7 @@ MD5OfMessageAttributes):
   "String"; absent when all are plain strings.
 
 Names starting with `sqs:` are reserved to this dialect: the core refuses them from every other
-front end (validation.RESERVED_ATTRIBUTE_PREFIXES), so a message sent over gRPC or the console
+front end (domain.rules.RESERVED_ATTRIBUTE_PREFIXES), so a message sent over gRPC or the console
 reaches SQS consumers with every attribute as a String. A `sqs:types` stored before that rule
 is read defensively: one that is not a small flat object of valid DataTypes is ignored (the
 message is delivered with String attributes), so no stored message can fail a receive.
@@ -29,7 +29,7 @@ from typing import Any
 
 from .errors import INVALID_PARAMETER_VALUE, SqsError, invalid_value
 
-RESERVED_PREFIX = "sqs:"  # validation.RESERVED_ATTRIBUTE_PREFIXES: only this dialect writes it
+RESERVED_PREFIX = "sqs:"  # domain.rules.RESERVED_ATTRIBUTE_PREFIXES: only this dialect writes it
 TYPES_KEY = RESERVED_PREFIX + "types"
 # Above what to_leaseq writes: MAX_ATTRIBUTES names and types of 256 characters, \u-escaped.
 _MAX_TYPES_TEXT = 32_768

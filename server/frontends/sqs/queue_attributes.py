@@ -26,7 +26,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...store.base import QueueConfig, QueueInfo, QueueStats
+from ...domain.types import QueueConfig, QueueInfo, QueueStats
 from .errors import (
     INVALID_ATTRIBUTE_NAME,
     INVALID_ATTRIBUTE_VALUE,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..base import QueueInfo
+from ...domain.types import QueueInfo
 
 # The payload's first word (where other notifications carry their replica's origin) for a change
 # of a queue's row: "config <origin> <queue>". A replica of an older leaseq takes it for another

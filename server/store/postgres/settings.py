@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ..base import QueueConfig
+from ...domain.types import QueueConfig
 
 
 DEFAULT_SCHEMA = "leaseq"

@@ -19,7 +19,6 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from ...clock import Clock
 from .. import StoreOpenError
 from ...errors import (
-    InvalidArgument,
     LeaseqError,
     LeaseRejected,
     OverLimit,
@@ -29,8 +28,7 @@ from ...errors import (
     Unavailable,
 )
 from ...receipts import ReceiptCodec, new_queue_uid
-from ..base import (
-    TOMBSTONE_SECONDS,
+from ...domain.types import (
     AllDeleted,
     CountsByState,
     DeleteOutcome,
@@ -47,11 +45,10 @@ from ..base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
-    bytes_reached,
-    message_size,
-    new_message_ids,
 )
-from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
+from ...domain.limits import TOMBSTONE_SECONDS
+from ...domain.rules import bytes_reached, message_size, new_message_ids
+from ...domain import leases as decide
 from .settings import (
     CLOCK_SYNC_SECONDS,
     DEFAULT_POOL_MAX,
@@ -762,14 +759,13 @@ class PostgresStore(ChangeFeed):
                         outcomes.append(SendOutcome(message_id, duplicate=True))
                         continue
                     seen.add(m.dedup_id)
-                delay = config.default_delay if m.delay is None else m.delay
-                ttl = config.message_retention if m.ttl is None else m.ttl
+                visible_at, expires_at = decide.send_times(now, m.delay, m.ttl, config)
                 rows["message_ids"].append(message_id)
                 rows["bodies"].append(m.body)
                 rows["attributes"].append(_encode_attributes(m.attributes))
                 rows["channels"].append(m.channel)
-                rows["expires"].append(now + ttl)
-                rows["visibles"].append(now + delay)
+                rows["expires"].append(expires_at)
+                rows["visibles"].append(visible_at)
                 outcomes.append(SendOutcome(message_id))
             if rows["message_ids"]:
                 await tx.run(INSERT_MESSAGES_SQL, tx.p(found, **rows))
@@ -1023,7 +1019,7 @@ class PostgresStore(ChangeFeed):
 
     async def _dead_letter_target(self, tx: _Tx, found: _Queue) -> _Queue | None:
         config = found.config
-        if not config.dead_letter_queue or config.max_delivery_count is None:
+        if not decide.dead_letters(config):
             return None
         return await tx.find_queue(config.dead_letter_queue, "FOR KEY SHARE")
 
@@ -1202,22 +1198,9 @@ class PostgresStore(ChangeFeed):
             found = await tx.queue(name)
             decoded = [tx.codec.decode(c.receipt, found.uid) for c in changes]
             leases, tombstones = await tx.lookup(found, decoded)
-            changed: dict[int, Lease] = {}
-            results = []
-            for change, receipt in zip(changes, decoded):
-                if receipt is None:
-                    results.append(LeaseResult(change.receipt, LeaseStatus.INVALID_RECEIPT))
-                    continue
-                key, seq = receipt
-                lease = leases.get(key)
-                status = held_lease_status(lease, tombstones.get(key), seq, tx.now)
-                if status is not None:
-                    results.append(lease_result(change.receipt, status, key))
-                    continue
-                assert lease is not None
-                tx.set_visibility(lease, change.visibility_timeout, change.reason)
-                changed[key] = lease
-                results.append(LeaseResult(change.receipt, LeaseStatus.OK, lease.visible_at, key))
+            results, changed = decide.apply_visibility_changes(
+                changes, decoded, leases, tombstones, tx.now
+            )
             await tx.write_leases(list(changed.values()))
             if changed:
                 # A release, or a lease that now ends sooner: waiters elsewhere look again.
@@ -1297,20 +1280,7 @@ class PostgresStore(ChangeFeed):
             self._known[name] = (found.id, found.uid)
             decoded = [tx.codec.decode(r, found.uid) for r in receipts]
             leases, tombstones = await tx.lookup(found, decoded)
-            results: list[LeaseResult] = []
-            deleted: list[int] = []
-            for text, receipt in zip(receipts, decoded):
-                if receipt is None:
-                    results.append(LeaseResult(text, LeaseStatus.INVALID_RECEIPT))
-                    continue
-                key, seq = receipt
-                status = fence_lease(leases.get(key), tombstones.get(key), seq, tx.now)
-                if status is None:
-                    # Later entries of this request see the message as deleted, like a retry.
-                    del leases[key]
-                    tombstones[key] = Tombstone(seq, tx.now)
-                    deleted.append(key)
-                results.append(lease_result(text, status or LeaseStatus.OK, key))
+            results, deleted = decide.apply_deletes(receipts, decoded, leases, tombstones, tx.now)
             if deleted:
                 await tx.rows(DELETE_KEYS_SQL, tx.p(found, keys=deleted))
             attempt_counts = []
@@ -1345,25 +1315,18 @@ class PostgresStore(ChangeFeed):
             key, seq = decoded
             leases, tombstones = await tx.lookup(found, [decoded])
             lease = leases.get(key)
-            status = held_lease_status(lease, tombstones.get(key), seq, tx.now)
-            if status is not None:
-                raise LeaseRejected(status)
-            assert lease is not None
-            row = await tx.row(
-                "SELECT body, attributes FROM messages WHERE key = %(key)b", {"key": key}
-            )
-            assert row is not None
-            new_body = row[0] if body is None else body
-            new_attributes = dict(row[1] or {}) if attributes is None else dict(attributes)
-            size = message_size(new_body, new_attributes)
-            if size > found.config.max_message_bytes:
-                raise InvalidArgument(
-                    "body",
-                    f"body and attributes are {size} bytes, over the queue's max_message_bytes"
-                    f" ({found.config.max_message_bytes})",
+            stored: tuple[bytes, dict[str, str]] = (b"", {})
+            if lease is not None:
+                row = await tx.row(
+                    "SELECT body, attributes FROM messages WHERE key = %(key)b", {"key": key}
                 )
+                assert row is not None
+                stored = (row[0], dict(row[1] or {}))
+            lease, new_body, new_attributes = decide.updated_message(
+                lease, tombstones.get(key), seq, tx.now, found.config, stored,
+                body, attributes, visibility_timeout,
+            )
             if visibility_timeout is not None:
-                tx.set_visibility(lease, visibility_timeout)
                 tx.published.add(name)
             await tx.run(
                 "UPDATE messages SET body = %(body)b, attributes = %(attributes)b::jsonb,"
@@ -1437,7 +1400,7 @@ class PostgresStore(ChangeFeed):
                         found,
                         keys=[key for _, key in moves],
                         queues=[to.id for to, _ in moves],
-                        expires=[tx.now + to.config.message_retention for to, _ in moves],
+                        expires=[decide.redrive_expiry(tx.now, to.config) for to, _ in moves],
                     ),
                 )
                 tx.published.update(to.name for to, _ in moves)

@@ -16,15 +16,9 @@ from ...errors import (
     QueueNotFound,
 )
 from ...receipts import ReceiptCodec
-from ..base import (
-    DeliveredMessage,
-    PeekedMessage,
-    QueueConfig,
-    QueueInfo,
-    message_size,
-    message_state,
-)
-from ..fencing import Lease, Tombstone
+from ...domain.types import DeliveredMessage, PeekedMessage, QueueConfig, QueueInfo
+from ...domain.leases import Lease, Tombstone, message_state
+from ...domain.rules import message_size
 from .settings import _CONFIG_FIELDS
 from .statements import (
     LEASES_BY_KEY_SQL,
@@ -230,15 +224,6 @@ class _Tx:
         keys = {d[0] for d in decoded if d is not None}
         leases = await self.leases(found, keys)
         return leases, await self.tombstones(found, keys - leases.keys())
-
-    def set_visibility(self, lease: Lease, timeout: float, reason: str = "") -> None:
-        lease.visible_at = self.now + timeout
-        if timeout <= 0:
-            # A release: visible now, no longer leased, no longer part of its receive attempt.
-            lease.leased = False
-            lease.clear_attempt = True
-        if reason:
-            lease.last_error = reason
 
     async def write_leases(self, leases: Sequence[Lease]) -> None:
         if not leases:

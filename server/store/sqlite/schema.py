@@ -10,7 +10,7 @@ import sqlite3
 from typing import Any, NamedTuple
 
 from ...receipts import new_signing_key
-from ..base import QueueConfig
+from ...domain.types import QueueConfig
 
 SCHEMA_VERSION = 5
 """1: one tombstone row per deleted message. 2: one row per run of consecutive keys deleted by one

@@ -12,7 +12,7 @@ from typing import TypeVar
 from ...clock import Clock, SystemClock
 from ...errors import QueueNotFound, Unavailable
 from ...receipts import ReceiptCodec
-from ..base import (
+from ...domain.types import (
     DeleteOutcome,
     LeaseResult,
     NewMessage,

@@ -23,9 +23,8 @@ from ...errors import (
     QueueNotFound,
 )
 from ...receipts import ReceiptCodec, new_queue_uid
-from ..base import (
+from ...domain.types import (
     AllDeleted,
-    TOMBSTONE_SECONDS,
     CountsByState,
     DeleteOutcome,
     DeliveredMessage,
@@ -43,13 +42,11 @@ from ..base import (
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
-    bytes_reached,
-    fence,
-    message_size,
-    message_state,
-    new_message_ids,
 )
-from ..fencing import Lease, Tombstone, fence_lease, held_lease_status, lease_result
+from ...domain.limits import TOMBSTONE_SECONDS
+from ...domain import leases as decide
+from ...domain.leases import Lease, Tombstone, fence, fence_lease, lease_result, message_state
+from ...domain.rules import bytes_reached, new_message_ids
 
 from .schema import ADD_LIFETIME_SQL, MAX_LIFETIMES, OLDEST_IN_CLASS_SQL, ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_ROWS, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, picked_sql, insert_bodies_sql, insert_rows_sql, leases_by_key_sql
 
@@ -569,19 +566,20 @@ class _Tx:
                 outcomes.append(SendOutcome(known[m.dedup_id], duplicate=True))
                 continue
             message_id = ids[index]
-            delay = config.default_delay if m.delay is None else m.delay
+            visible_at, expires_at = decide.send_times(now, m.delay, m.ttl, config)
             ttl = config.message_retention if m.ttl is None else m.ttl
             rows.append(
                 (found.id, message_id, m.body, _encode_attributes(m.attributes), m.channel,
-                 now, now + ttl, now + delay, classes[ttl])
+                 now, expires_at, visible_at, classes[ttl])
             )
             outcomes.append(SendOutcome(message_id))
             if m.dedup_id:
                 # A repeat later in this batch is a duplicate whatever the window (base.py)...
                 known[m.dedup_id] = message_id
-                # ...but a zero window leaves no record: now < now + 0 never holds.
-                if config.dedup_window > 0:
-                    records.append((found.id, m.dedup_id, message_id, now + config.dedup_window))
+                # ...but a zero window leaves no record.
+                until = decide.dedup_until(now, config)
+                if until is not None:
+                    records.append((found.id, m.dedup_id, message_id, until))
         self._insert_rows(rows)
         self._count(found.id, [row[4] for row in rows], 1)
         if records:
@@ -716,7 +714,8 @@ class _Tx:
             message_ids = new_message_ids(len(bodies))
         retention = config.message_retention
         lifetime = self._lifetime_classes(found.id, [retention])[retention] if bodies else 0.0
-        shared = [found.id, now, now + retention, now + config.default_delay, lifetime]
+        visible_at, expires_at = decide.send_times(now, None, None, config)
+        shared = [found.id, now, expires_at, visible_at, lifetime]
         # message_id, body of each message in turn, flattened in C.
         values = list(chain.from_iterable(zip(message_ids, bodies)))
         for start, count in _statements(len(bodies)):
@@ -885,12 +884,11 @@ class _Tx:
 
     @staticmethod
     def _exhausted(found: _Queue, row: _Candidate) -> bool:
-        limit = found.config.max_delivery_count
-        return limit is not None and row.delivery_count >= limit
+        return decide.due_for_dead_letter(row.delivery_count, found.config)
 
     def _dead_letter_target(self, found: _Queue) -> _Queue | None:
         config = found.config
-        if not config.dead_letter_queue or config.max_delivery_count is None:
+        if not decide.dead_letters(config):
             return None
         # delete_queue refuses to delete a queue in use as a DLQ, so this exists.
         return self.find_queue(config.dead_letter_queue)
@@ -907,7 +905,8 @@ class _Tx:
             " lifetime = ?, receipt_seq = receipt_seq + 1, source_queue = ?, attempt_id = NULL"
             " WHERE key = ?",
             [
-                (dlq.id, self.now, row.enqueued_at + retention, lifetime, found.name, row.key)
+                (dlq.id, self.now, decide.dead_letter_expiry(row.enqueued_at, dlq.config),
+                 lifetime, found.name, row.key)
                 for row in rows
             ],
         )
@@ -1008,33 +1007,11 @@ class _Tx:
         found = self.queue(name)
         decoded = self._decode(found, [c.receipt for c in changes], predecoded)
         leases, tombstones = self._lookup(found, decoded)
-        changed: dict[int, Lease] = {}
-        results = []
-        for change, receipt in zip(changes, decoded):
-            if receipt is None:
-                results.append(LeaseResult(change.receipt, LeaseStatus.INVALID_RECEIPT))
-                continue
-            key, seq = receipt
-            lease = leases.get(key)
-            status = held_lease_status(lease, tombstones.get(key), seq, self.now)
-            if status is not None:
-                results.append(lease_result(change.receipt, status, key))
-                continue
-            assert lease is not None  # fencing gives a status for a missing message
-            self._set_visibility(lease, change.visibility_timeout, change.reason)
-            changed[key] = lease
-            results.append(LeaseResult(change.receipt, LeaseStatus.OK, lease.visible_at, key))
+        results, changed = decide.apply_visibility_changes(
+            changes, decoded, leases, tombstones, self.now
+        )
         self._write_leases(changed.values())
         return results
-
-    def _set_visibility(self, lease: Lease, timeout: float, reason: str = "") -> None:
-        lease.visible_at = self.now + timeout
-        if timeout <= 0:
-            # A release: visible now, no longer leased, and no longer part of its receive attempt.
-            lease.leased = False
-            lease.clear_attempt = True
-        if reason:
-            lease.last_error = reason
 
     def _write_leases(self, leases: Iterable[Lease]) -> None:
         self.conn.executemany(
@@ -1163,19 +1140,18 @@ class _Tx:
         if decoded is None:
             raise LeaseRejected(LeaseStatus.INVALID_RECEIPT)
         key, seq = decoded
-        lease = self._held_lease(found, key, seq)
-        row = self.conn.execute(
-            "SELECT body, attributes FROM messages WHERE key = ?", (key,)
-        ).fetchone()
-        new_body = row[0] if body is None else body
-        new_attributes = _decode_attributes(row[1]) if attributes is None else attributes
-        if message_size(new_body, new_attributes) > found.config.max_message_bytes:
-            raise InvalidArgument(
-                "body",
-                f"body and attributes exceed max_message_bytes ({found.config.max_message_bytes})",
-            )
-        if visibility_timeout is not None:
-            self._set_visibility(lease, visibility_timeout)
+        lease = self._leases(found, {key}).get(key)
+        tombstone = None if lease is not None else self._tombstones(found, [key]).get(key)
+        stored = None
+        if lease is not None:
+            row = self.conn.execute(
+                "SELECT body, attributes FROM messages WHERE key = ?", (key,)
+            ).fetchone()
+            stored = (row[0], _decode_attributes(row[1]))
+        lease, new_body, new_attributes = decide.updated_message(
+            lease, tombstone, seq, self.now, found.config, stored or (b"", {}),
+            body, attributes, visibility_timeout,
+        )
         self.conn.execute(
             "UPDATE messages SET body = ?, attributes = ?, visible_at = ?, leased = ?,"
             " receipt_seq = receipt_seq + 1,"
@@ -1184,16 +1160,6 @@ class _Tx:
              lease.clear_attempt, key),
         )
         return UpdatedMessage(key, self.codec.encode(found.uid, key, seq + 1), lease.visible_at)
-
-    def _held_lease(self, found: _Queue, key: int, seq: int) -> Lease:
-        """The message's lease when this receipt holds it live; else LeaseRejected."""
-        lease = self._leases(found, {key}).get(key)
-        tombstone = None if lease is not None else self._tombstones(found, [key]).get(key)
-        status = held_lease_status(lease, tombstone, seq, self.now)
-        if status is not None:
-            raise LeaseRejected(status)
-        assert lease is not None
-        return lease
 
     # -- redrive -----------------------------------------------------------------------------
 
@@ -1228,7 +1194,7 @@ class _Tx:
             "UPDATE messages SET queue = ?, delivery_count = 0, visible_at = ?, leased = 0,"
             " source_queue = NULL, receipt_seq = receipt_seq + 1, expires_at = ?, attempt_id = NULL,"
             " lifetime = 0 WHERE key = ?",
-            [(to.id, self.now, self.now + to.config.message_retention, key) for to, key in moves],
+            [(to.id, self.now, decide.redrive_expiry(self.now, to.config), key) for to, key in moves],
         )
         return len(moves)
 

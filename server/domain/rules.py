@@ -1,0 +1,281 @@
+"""What makes a request's values valid: one definition of a valid message, a valid queue
+configuration and each range, used by every front end.
+
+A front end reads its wire format into domain values (`types`) and checks them here; a rule
+fails with `InvalidArgument` (anything malformed) or `OutOfRange` (a number outside its range:
+the field, the value and both bounds). Field names are leaseq's request paths
+("entries[3].delay", "config.visibility_timeout"); a dialect with other names or other error
+shapes translates the error in its own module. Durations in OUT_OF_RANGE are written as proto3
+JSON writes them ("43200s", "0.500s"), so a client can tell seconds from counts.
+
+What only the store can know (a missing queue, a dead letter queue that does not exist, an
+updated body too big for the message's current attributes) stays with the store.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import fields
+
+from ..errors import InvalidArgument, OutOfRange, clip
+from . import limits
+from .types import NewMessage, QueueConfig
+
+NUL = "\x00"
+
+CONFIG_FIELDS = tuple(f.name for f in fields(QueueConfig))
+"""QueueConfig's fields in declaration order, so the first bad field reported is stable."""
+
+
+# --- values -------------------------------------------------------------------------------------
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration as proto3 JSON writes one ("30s", "0.200s", "-1.500s"): 0, 3, 6 or 9
+    fractional digits, the fewest that hold the value to the nanosecond."""
+    if math.isinf(seconds) or math.isnan(seconds):
+        return str(seconds)
+    total = round(seconds * 1_000_000_000)
+    sign = "-" if total < 0 else ""
+    whole, nanos = divmod(abs(total), 1_000_000_000)
+    if nanos == 0:
+        return f"{sign}{whole}s"
+    if nanos % 1_000_000 == 0:
+        return f"{sign}{whole}.{nanos // 1_000_000:03d}s"
+    if nanos % 1_000 == 0:
+        return f"{sign}{whole}.{nanos // 1_000:06d}s"
+    return f"{sign}{whole}.{nanos:09d}s"
+
+
+def queue_name(name: str, field: str = "name") -> str:
+    if not limits.NAME_PATTERN.fullmatch(name):
+        raise InvalidArgument(field, "a queue name is 1-80 characters of A-Z a-z 0-9 _ -")
+    return name
+
+
+def int_range(value: int, field: str, minimum: int, maximum: int) -> int:
+    if not minimum <= value <= maximum:
+        raise OutOfRange(field, value, minimum, maximum)
+    return value
+
+
+def seconds_range(value: float, field: str, minimum: float, maximum: float) -> float:
+    if not minimum <= value <= maximum:
+        raise OutOfRange(
+            field, format_seconds(value), format_seconds(minimum), format_seconds(maximum)
+        )
+    return value
+
+
+def batch_size(count: int, field: str) -> int:
+    return int_range(count, field, limits.MIN_BATCH, limits.MAX_BATCH)
+
+
+def no_nul(value: str, field: str) -> str:
+    """U+0000 is refused in every text field, on every store: PostgreSQL's text cannot hold it
+    (it answered INTERNAL, and failed a whole send batch for one entry), and one rule for all
+    stores keeps a message portable between them."""
+    if NUL in value:
+        raise InvalidArgument(field, "must not contain U+0000 (NUL)")
+    return value
+
+
+def max_length(value: str, field: str, limit: int) -> str:
+    """A text field the store keeps or matches: at most limit characters, and no U+0000."""
+    if len(value) > limit:
+        raise InvalidArgument(field, f"at most {limit} characters (got {len(value)})")
+    return no_nul(value, field)
+
+
+RESERVED_ATTRIBUTE_PREFIXES = ("sqs:",)
+"""Attribute names a front end keeps for itself ("sqs:types": the SQS types of the message's
+attributes, frontends/sqs/message_attributes.py). Only that front end may write them: a value
+another sender wrote would be read by the dialect as its own (a poison message for its readers)."""
+
+
+def attributes(values: dict[str, str], field: str, owned_prefix: str = "") -> dict[str, str]:
+    """Message attributes: at most MAX_ATTRIBUTES, no U+0000 in a key or a value, no reserved
+    name (RESERVED_ATTRIBUTE_PREFIXES) unless under owned_prefix, the caller's own."""
+    if len(values) > limits.MAX_ATTRIBUTES:
+        raise InvalidArgument(field, f"at most {limits.MAX_ATTRIBUTES} attributes")
+    for key, value in values.items():
+        if NUL in key or NUL in value:
+            raise InvalidArgument(field, "must not contain U+0000 (NUL) in a key or a value")
+        if key.startswith(RESERVED_ATTRIBUTE_PREFIXES) and not (
+            owned_prefix and key.startswith(owned_prefix)
+        ):
+            raise InvalidArgument(
+                field,
+                f"attribute name {clip(key)!r} is reserved: names starting with "
+                f"{' or '.join(RESERVED_ATTRIBUTE_PREFIXES)} are kept by a front end",
+            )
+    return values
+
+
+def channel_filter(value: str, field: str = "channel_filter") -> str:
+    """An exact channel, or a prefix ending in '*'; empty means every channel."""
+    prefix = value[:-1] if value.endswith("*") else value
+    if "*" in prefix:
+        raise InvalidArgument(field, "'*' is allowed only as the last character (a prefix)")
+    max_length(prefix, field, limits.MAX_CHANNEL)
+    return value
+
+
+def attempt_id(value: str, field: str = "receive_attempt_id") -> str:
+    return max_length(value, field, limits.MAX_ATTEMPT_ID)
+
+
+def visibility_timeout(value: float, field: str = "visibility_timeout") -> float:
+    return seconds_range(value, field, 0.0, limits.MAX_VISIBILITY)
+
+
+def wait_time(value: float, field: str = "wait_time") -> float:
+    return seconds_range(value, field, 0.0, limits.MAX_WAIT)
+
+
+def reason(value: str, field: str = "reason") -> str:
+    return max_length(value, field, limits.MAX_REASON)
+
+
+def delete_attempt_ids(attempt_ids: Sequence[str], field: str = "receive_attempt_ids") -> None:
+    for index, attempt in enumerate(attempt_ids):
+        where = f"{field}[{index}]"
+        # An empty id would name every message delivered without an attempt id.
+        if not attempt:
+            raise InvalidArgument(where, "must not be empty")
+        max_length(attempt, where, limits.MAX_ATTEMPT_ID)
+
+
+# --- queue configurations -------------------------------------------------------------------
+
+
+def check_config(name: str, config: QueueConfig) -> QueueConfig:
+    """Every field of a whole configuration within API.md's ranges, and the rules between
+    fields; InvalidArgument/OutOfRange naming "config.<field>"."""
+    for field_name in CONFIG_FIELDS:
+        value = getattr(config, field_name)
+        path = f"config.{field_name}"
+        if field_name in limits.CONFIG_DURATIONS:
+            seconds_range(value, path, *limits.CONFIG_DURATIONS[field_name])
+        elif field_name in limits.CONFIG_INTS and value is not None:
+            int_range(value, path, *limits.CONFIG_INTS[field_name])
+        elif field_name == "dead_letter_queue" and value is not None:
+            queue_name(value, path)
+    return check_config_relations(name, config)
+
+
+def check_config_relations(name: str, config: QueueConfig) -> QueueConfig:
+    """The checks that involve more than one field (each field already in its range)."""
+    if config.default_delay > config.message_retention:
+        raise OutOfRange(
+            "config.default_delay",
+            format_seconds(config.default_delay),
+            format_seconds(0.0),
+            format_seconds(config.message_retention),
+        )
+    if (config.dead_letter_queue is None) != (config.max_delivery_count is None):
+        missing = "max_delivery_count" if config.max_delivery_count is None else "dead_letter_queue"
+        raise InvalidArgument(
+            f"config.{missing}", "dead_letter_queue and max_delivery_count are set together"
+        )
+    if config.dead_letter_queue == name:
+        raise InvalidArgument(
+            "config.dead_letter_queue", "a queue cannot be its own dead letter queue"
+        )
+    return config
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def message_size(body: bytes, attributes: dict[str, str]) -> int:
+    """What counts against max_message_bytes: the body plus every attribute's key and value (UTF-8)."""
+    if not attributes:  # most messages: no generator to set up (twice per delivered message)
+        return len(body)
+    return len(body) + sum(len(k.encode()) + len(v.encode()) for k, v in attributes.items())
+
+
+def body_fits(size: int, config: QueueConfig, field: str) -> None:
+    if size > config.max_message_bytes:
+        raise InvalidArgument(
+            field,
+            f"body plus attributes is {size} bytes, over the queue's max_message_bytes "
+            f"{config.max_message_bytes}",
+        )
+
+
+def body_fits_update(body: bytes, attributes: dict[str, str], config: QueueConfig) -> None:
+    """UpdateMessage's new body and attributes (the store knows the kept ones) within
+    max_message_bytes; InvalidArgument('body') otherwise."""
+    size = message_size(body, attributes)
+    if size > config.max_message_bytes:
+        raise InvalidArgument(
+            "body",
+            f"body and attributes are {size} bytes, over the queue's max_message_bytes "
+            f"({config.max_message_bytes})",
+        )
+
+
+def check_message(
+    message: NewMessage, index: int, config: QueueConfig, owned_prefix: str = ""
+) -> NewMessage:
+    """The one definition of a valid message to send to a queue of this configuration. An
+    error names entries[index] and fails only this entry (the others of the batch are sent).
+    owned_prefix: the reserved attribute names the calling front end may write (`attributes`).
+
+    A message that is only a body is valid exactly when the body fits max_message_bytes
+    (`plain_bodies_fit`: the column-wise batch's check, and native/speedups.c's)."""
+    where = f"entries[{index}]"
+    attrs = message.attributes
+    if attrs:
+        attributes(attrs, f"{where}.attributes", owned_prefix)
+    body_fits(message_size(message.body, attrs), config, f"{where}.body")
+    if message.channel:
+        max_length(message.channel, f"{where}.channel", limits.MAX_CHANNEL)
+    if message.dedup_id:
+        dedup_id(message.dedup_id, f"{where}.dedup_id")
+    if message.delay is not None:
+        seconds_range(message.delay, f"{where}.delay", 0.0, config.message_retention)
+    if message.ttl is not None:
+        seconds_range(message.ttl, f"{where}.ttl", limits.MIN_TTL, config.message_retention)
+    return message
+
+
+def dedup_id(value: str, field: str) -> str:
+    return max_length(value, field, limits.MAX_DEDUP_ID)
+
+
+def dedup_id_ok(value: str) -> bool:
+    """Whether dedup_id(value) passes, without building an error (the batch's quick look)."""
+    return len(value) <= limits.MAX_DEDUP_ID and NUL not in value
+
+
+def plain_bodies_fit(bodies: Sequence[bytes], config: QueueConfig) -> bool:
+    """Whether every message of a batch that is only bodies (and perhaps dedup ids that pass
+    `dedup_id_ok`) is valid: check_message's rule for such messages, for the whole batch at
+    once."""
+    return not bodies or max(map(len, bodies)) <= config.max_message_bytes
+
+
+def bytes_reached(total: int, max_bytes: int | None) -> bool:
+    """Whether a receive or peek that has taken `total` bytes stops (the package's byte limit)."""
+    return max_bytes is not None and total >= max_bytes
+
+
+def channel_matches(channel: str, channel_filter: str) -> bool:
+    """Empty filter: all; "abc*": channels starting with "abc"; else an exact match."""
+    if not channel_filter:
+        return True
+    if channel_filter.endswith("*"):
+        return channel.startswith(channel_filter[:-1])
+    return channel == channel_filter
+
+
+def new_message_ids(count: int) -> list[str]:
+    """`count` fresh message ids, 32 hex digits (128 random bits) each, from one draw of the
+    OS's randomness: a draw per id was a system call each, 4% of a PostgreSQL server's samples
+    in sends at batch 100."""
+    digits = os.urandom(16 * count).hex()
+    return [digits[start : start + 32] for start in range(0, 32 * count, 32)]

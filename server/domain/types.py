@@ -1,0 +1,236 @@
+"""The queue's value types: what the front ends, the core and the stores pass to each other.
+
+Values made once per message (sent, delivered, peeked, acked) are slotted dataclasses, not
+frozen ones: a frozen dataclass sets each field through object.__setattr__ (1.2 µs for a
+DeliveredMessage against 0.17 µs), and these are built tens of thousands of times a second.
+Treat them as immutable all the same; nothing mutates one after building it.
+
+The semantics these values carry are the package docstring's (`leaseq.server.domain`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+class LeaseStatus(enum.IntEnum):
+    """Values equal the proto's LeaseStatus numbers."""
+
+    OK = 1
+    LEASE_EXPIRED = 2
+    RECEIPT_SUPERSEDED = 3
+    MESSAGE_NOT_FOUND = 4
+    INVALID_RECEIPT = 5
+    ALREADY_DELETED = 6
+
+
+class MessageState(enum.IntEnum):
+    """Values equal the proto's MessageState numbers."""
+
+    VISIBLE = 1
+    LEASED = 2
+    DELAYED = 3
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """A queue's effective configuration, in seconds and bytes. Defaults are API.md's."""
+
+    visibility_timeout: float = 30.0
+    receive_wait_time: float = 30.0
+    message_retention: float = 7 * 86400.0
+    default_delay: float = 0.0
+    max_message_bytes: int = 1024 * 1024
+    dead_letter_queue: str | None = None
+    max_delivery_count: int | None = None
+    max_in_flight: int = 120_000
+    dedup_window: float = 300.0
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    name: str
+    config: QueueConfig
+    create_time: float
+
+
+@dataclass(slots=True)
+class NewMessage:
+    """One validated entry of a send. None means the queue's default (default_delay, retention)."""
+
+    body: bytes
+    attributes: dict[str, str] = field(default_factory=dict)
+    channel: str = ""
+    delay: float | None = None
+    ttl: float | None = None
+    dedup_id: str = ""
+
+
+@dataclass(slots=True)
+class SendOutcome:
+    message_id: str
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class DeliveredMessage:
+    key: int  # the store's internal id; not shown to clients except inside receipts
+    message_id: str
+    receipt: str
+    body: bytes
+    attributes: dict[str, str]
+    channel: str
+    enqueued_at: float
+    expires_at: float
+    visible_at: float
+    delivery_count: int
+    last_error: str
+
+
+@dataclass(frozen=True)
+class ReceiveOutcome:
+    messages: list[DeliveredMessage]
+    # When no message was delivered: the earliest visible_at > now of any message of the queue
+    # (a lease or delay ending), so a long poll knows when to look again. None otherwise.
+    next_visible_at: float | None = None
+
+
+@dataclass(slots=True)
+class PeekedMessage:
+    key: int
+    message_id: str
+    body: bytes
+    attributes: dict[str, str]
+    channel: str
+    enqueued_at: float
+    expires_at: float
+    visible_at: float
+    delivery_count: int
+    last_error: str
+    state: MessageState
+    # For the web console: its message detail shows a dead letter's source queue, and an
+    # administrator's release or delete acts on this delivery (`Store.receipt_of`).
+    receipt_seq: int = 0
+    source_queue: str | None = None
+
+
+PeekCursor = tuple[float, int]
+"""(visible_at, key) of the last message of a page; the next page starts after it."""
+
+
+@dataclass(frozen=True)
+class PeekPage:
+    messages: list[PeekedMessage]
+    next_cursor: PeekCursor | None  # None on the last page
+
+
+@dataclass(slots=True)
+class VisibilityChange:
+    receipt: str
+    visibility_timeout: float
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class LeaseResult:
+    receipt: str
+    status: LeaseStatus
+    visible_at: float | None = None  # ChangeVisibility OK only
+    key: int | None = None  # the message's key when the receipt verified (for stream bookkeeping)
+
+
+class AllDeleted(Sequence[LeaseResult]):
+    """A delete's results when every receipt deleted its own message (the usual ack): each an
+    OK LeaseResult, made only when read. The service answers from the receipts alone
+    (convert.delete_results_wire), so the usual ack makes no object per receipt."""
+
+    __slots__ = ("receipts", "_named")
+
+    def __init__(self, receipts: Sequence[str], named: Sequence[tuple[int, int]]) -> None:
+        self.receipts = receipts
+        self._named = named  # the (key, receipt_seq) each receipt named, in order
+
+    def __len__(self) -> int:
+        return len(self.receipts)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def,override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return LeaseResult(self.receipts[index], LeaseStatus.OK, None, self._named[index][0])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    results: Sequence[LeaseResult]
+    attempt_counts: list[tuple[str, int]]  # (attempt_id, deleted_count) in request order
+    deleted_keys: list[int] = field(default_factory=list)  # every key deleted, by receipt or attempt
+
+
+@dataclass(frozen=True)
+class UpdatedMessage:
+    key: int
+    receipt: str
+    visible_at: float
+
+
+@dataclass(frozen=True)
+class CountsByState:
+    visible: int = 0
+    leased: int = 0
+    delayed: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.visible + self.leased + self.delayed
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    visible: int
+    leased: int
+    delayed: int
+    total: int
+    oldest_visible_age: float  # now - min(enqueued_at) over visible messages; 0 when none
+    dead_lettered_total: int
+    expired_total: int
+    deleted_total: int
+    channels: dict[str, CountsByState]  # every channel with at least one message ("" = default)
+
+    @classmethod
+    def from_channels(
+        cls,
+        channels: dict[str, CountsByState],
+        oldest_visible_enqueued_at: float | None,
+        now: float,
+        *,
+        dead_lettered_total: int,
+        expired_total: int,
+        deleted_total: int,
+    ) -> QueueStats:
+        """The queue's stats from its per-channel counts: the totals are their sums."""
+        visible = sum(c.visible for c in channels.values())
+        leased = sum(c.leased for c in channels.values())
+        delayed = sum(c.delayed for c in channels.values())
+        return cls(
+            visible=visible,
+            leased=leased,
+            delayed=delayed,
+            total=visible + leased + delayed,
+            oldest_visible_age=(
+                0.0
+                if oldest_visible_enqueued_at is None
+                else max(0.0, now - oldest_visible_enqueued_at)
+            ),
+            dead_lettered_total=dead_lettered_total,
+            expired_total=expired_total,
+            deleted_total=deleted_total,
+            channels=channels,
+        )
