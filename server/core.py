@@ -34,17 +34,21 @@ directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
+from typing import Any, TypeVar, overload
 
 from .domain import limits, rules
 from .domain.commands import ReceiveParams, resolve_receive
 from .auth import ANY, Principal
-from .budget import CALL_BYTES
+from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, read_estimate
 from .errors import InvalidArgument, LeaseqError, Unavailable, clip
 from .longpoll import LongPoll
 from .page_tokens import PageTokens
 from . import domain
 from .domain.types import (
+    BodyBatch,
+    SentBatch,
     DeleteOutcome,
     DeliveredMessage,
     LeaseResult,
@@ -59,6 +63,8 @@ from .domain.types import (
 from .store.base import Store
 
 DRAIN_RETRY_AFTER = 1.0
+
+T = TypeVar("T")
 
 _ADMIN = frozenset({"admin"})
 _SEND = frozenset({"send"})
@@ -96,6 +102,29 @@ class QueueCore:
         self.store = store
         self.longpoll = longpoll
         self._page_tokens: PageTokens | None = None
+
+    @classmethod
+    def serving(
+        cls, store: Store, *, call_bytes: int = CALL_BYTES, server_bytes: int = SERVER_BYTES
+    ) -> QueueCore:
+        """The core of a server over store: its long polls, under a byte budget of
+        server_bytes, read call_bytes at a time (budget.py)."""
+        return cls(store, LongPoll(store, ByteBudget(server_bytes), call_bytes))
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """New calls get UNAVAILABLE; follow streams end; waiting long polls answer now."""
+        self.longpoll.drain()
+
+    async def settle(self) -> None:
+        """Until the leases that ended streams took but did not send are released (the
+        server's shutdown awaits this after its calls ended, before the store closes)."""
+        await self.longpoll.settle_releases()
+
+    @property
+    def draining(self) -> bool:
+        return self.longpoll.draining
 
     @property
     def tokens(self) -> PageTokens:
@@ -238,79 +267,72 @@ class QueueCore:
 
     # --- messages ---------------------------------------------------------------------------
 
+    @overload
     async def send(
         self,
         principal: Principal | None,
         name: str,
-        messages: list[NewMessage],
+        messages: Sequence[NewMessage | InvalidArgument],
         owned_prefix: str = "",
-    ) -> list[SendOutcome | InvalidArgument]:
-        """Send the messages that pass check_message; each failing one gets its error in its
-        place and the others are sent (one store call). owned_prefix: the reserved attribute
-        names the calling front end writes (the SQS dialect's "sqs:")."""
+    ) -> list[SendOutcome | InvalidArgument]: ...
+
+    @overload
+    async def send(
+        self,
+        principal: Principal | None,
+        name: str,
+        messages: BodyBatch,
+        owned_prefix: str = "",
+    ) -> SentBatch | list[SendOutcome | InvalidArgument]: ...
+
+    async def send(
+        self,
+        principal: Principal | None,
+        name: str,
+        messages: Sequence[NewMessage | InvalidArgument] | BodyBatch,
+        owned_prefix: str = "",
+    ) -> SentBatch | list[SendOutcome | InvalidArgument]:
+        """Send a batch (one store call); waiting receivers of the queue are woken, about as many
+        as the messages visible now (longpoll.py).
+
+        A list of messages: each one that fails `rules.check_message` gets its error in its
+        place and the others are sent (an InvalidArgument in the list is an entry the front end
+        found malformed: it stays in its place). A BodyBatch (bodies and perhaps dedup ids,
+        column by column: the fast path) is answered column by column (SentBatch) when every
+        body passes, as such a batch usually does; else entry by entry, as a list.
+        owned_prefix: the reserved attribute names the calling front end writes (the SQS
+        dialect's "sqs:", rules.attributes)."""
         self._ready()
         rules.queue_name(name)
-        rules.batch_size(len(messages), "entries")
+        count = len(messages.bodies) if isinstance(messages, BodyBatch) else len(messages)
+        rules.batch_size(count, "entries")
         self._grant(principal, _SEND, name)
         config = (await self.store.get_queue(name)).config
+        if isinstance(messages, BodyBatch):
+            if rules.plain_batch_valid(messages.bodies, messages.dedup_ids, config):
+                sent = await self.store.send_batch(name, messages)
+                fresh = len(sent.message_ids) - len(sent.duplicates)
+                self.longpoll.sent_bodies(name, fresh, config.default_delay)
+                self.longpoll.traffic.sent(name, len(sent.message_ids))
+                return sent
+            messages = messages.messages()
         checked: list[NewMessage | InvalidArgument] = []
         for index, message in enumerate(messages):
+            if isinstance(message, InvalidArgument):
+                checked.append(message)
+                continue
             try:
                 checked.append(check_message(message, index, config, owned_prefix))
             except InvalidArgument as error:
                 checked.append(error)
         valid = [c for c in checked if isinstance(c, NewMessage)]
-        sent = await self.send_checked(name, valid, config.default_delay) if valid else []
-        outcomes = iter(sent)
+        sent_outcomes: list[SendOutcome] = []
+        if valid:
+            sent_outcomes = await self.store.send(name, valid)
+            self.longpoll.sent(name, valid, sent_outcomes, config.default_delay)
+            self.longpoll.traffic.sent(name, len(sent_outcomes))
+        outcomes = iter(sent_outcomes)
         return [c if isinstance(c, InvalidArgument) else next(outcomes) for c in checked]
-
-    async def send_checked(
-        self, name: str, messages: list[NewMessage], default_delay: float
-    ) -> list[SendOutcome]:
-        """Send messages a front end has already checked against the queue's configuration (the
-        gRPC service validates protobuf entries itself, on its hot path), with no grant check:
-        the caller has done it. default_delay: the queue's. Waiting receivers of the queue are
-        woken, about as many as the messages visible now (longpoll.py)."""
-        outcomes = await self.store.send(name, messages)
-        self.longpoll.sent(name, messages, outcomes, default_delay)
-        self.longpoll.traffic.sent(name, len(outcomes))
-        return outcomes
-
-    async def send_bodies(
-        self, name: str, bodies: list[bytes], default_delay: float
-    ) -> list[str]:
-        """send_checked of messages that are only a body (no attributes, channel, delay, ttl or
-        dedup id), checked by the caller: their message ids, in order. Through the store's
-        optional `send_bodies` when it has one (no Python object per message; SqliteStore),
-        else through `send`."""
-        fast = getattr(self.store, "send_bodies", None)
-        if fast is None:
-            outcomes = await self.send_checked(
-                name, [NewMessage(body) for body in bodies], default_delay
-            )
-            return [outcome.message_id for outcome in outcomes]
-        message_ids: list[str] = await fast(name, bodies)
-        self.longpoll.sent_bodies(name, len(message_ids), default_delay)
-        self.longpoll.traffic.sent(name, len(message_ids))
-        return message_ids
-
-    async def send_keyed(
-        self, name: str, bodies: list[bytes], dedup_ids: list[str], default_delay: float
-    ) -> tuple[list[str], list[int]]:
-        """send_bodies of messages that may also have a dedup id ("" for none; write_queue sends
-        every row with one): their message ids (a duplicate's is its original's, as send
-        answers) and the indexes of the duplicates. Through the store's optional `send_keyed`
-        (SqliteStore: the dedup ids looked up and recorded as a set per batch), else `send`."""
-        fast = getattr(self.store, "send_keyed", None)
-        if fast is None:
-            messages = [NewMessage(body, dedup_id=d) for body, d in zip(bodies, dedup_ids)]
-            outcomes = await self.send_checked(name, messages, default_delay)
-            duplicates = [i for i, outcome in enumerate(outcomes) if outcome.duplicate]
-            return [outcome.message_id for outcome in outcomes], duplicates
-        message_ids, duplicates = await fast(name, bodies, dedup_ids)
-        self.longpoll.sent_bodies(name, len(message_ids) - len(duplicates), default_delay)
-        self.longpoll.traffic.sent(name, len(message_ids))
-        return message_ids, duplicates
 
     async def receive(
         self,
@@ -351,10 +373,32 @@ class QueueCore:
     async def long_poll(
         self, params: ReceiveParams, config: QueueConfig
     ) -> list[DeliveredMessage]:
-        """A receive whose parameters are checked (validation.get_messages or the above) against
-        the queue's config: its defaults are filled in here."""
+        """A receive whose parameters are checked (the above) against the queue's config: its
+        defaults are filled in here."""
         params = resolve_receive(params, config)
         return await self.longpoll.receive_batch(params, config)
+
+    async def get_messages(
+        self, principal: Principal | None, params: ReceiveParams
+    ) -> AsyncIterator[list[DeliveredMessage]]:
+        """A receive as a stream of chunks (the gRPC GetMessages): when not following, the
+        chunks of one long poll's batch (each read, and leased, only after the previous one was
+        taken: budget.py), or one empty chunk after wait_time; when following, every batch until
+        the caller stops. The caller closes the stream (aclosing) when it ends early, which
+        releases what was leased and not taken."""
+        self._ready()
+        rules.queue_name(params.queue, "queue")
+        self._grant(principal, _RECEIVE, params.queue)
+        config = (await self.store.get_queue(params.queue)).config
+        params = resolve_receive(params, config)
+        stream = (
+            self.longpoll.follow(params, config)
+            if params.follow
+            else self.longpoll.receive(params, config)
+        )
+        async with aclosing(stream) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     async def peek(
         self,
@@ -365,17 +409,32 @@ class QueueCore:
         include_leased: bool = False,
         include_delayed: bool = False,
         after: domain.PeekCursor | None = None,
-        max_bytes: int = CALL_BYTES,
-    ) -> domain.PeekPage:
+        max_bytes: int | None = None,
+        present: Callable[[domain.PeekPage], T] | None = None,
+    ) -> Any:
         """One page of at most max_messages messages, cut after the message that reaches
-        max_bytes (base.py's byte limit: a page holds at most max_bytes plus one message)."""
+        max_bytes (None: the server's chunk, `budget.CALL_BYTES`; a page holds at most max_bytes
+        plus one message). The page is read under the server's byte budget (budget.py), and
+        present(page), when given, runs before the bytes are given back (the gRPC front end
+        builds its response there): its result is returned instead of the page."""
         self._ready()
         rules.queue_name(name, "queue")
         rules.batch_size(max_messages, "max_messages")
         self._grant(principal, _PEEK, name)
-        return await self.store.peek(
-            name, max_messages, channel_filter, include_leased, include_delayed, after, max_bytes
-        )
+        call_bytes = self.longpoll.call_bytes if max_bytes is None else max_bytes
+        estimate = read_estimate(max_messages, limits.LARGEST_MESSAGE_BYTES, call_bytes)
+        with await self.longpoll.budget.reserve(estimate) as reservation:
+            page = await self.store.peek(
+                name, max_messages, channel_filter, include_leased, include_delayed, after,
+                call_bytes,
+            )
+            reservation.resize(
+                sum(
+                    rules.message_size(m.body, m.attributes) + MESSAGE_OVERHEAD
+                    for m in page.messages
+                )
+            )
+            return page if present is None else present(page)
 
     async def find_message(
         self, principal: Principal | None, name: str, visible_at: float, key: int

@@ -34,14 +34,11 @@ from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 
 from . import convert, validation
-from .domain.commands import PeekParams, resolve_receive
-from .core import QueueCore
+from .domain.commands import PeekParams
+from .budget import CALL_BYTES, SERVER_BYTES
+from .core import QueueCore, Store
+from .domain.types import BodyBatch, DeliveredMessage, PeekPage, SentBatch, SendOutcome
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
-from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, read_estimate
-from .longpoll import LongPoll
-from .domain.types import DeliveredMessage, NewMessage, PeekPage
-from .domain.rules import message_size
-from .store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +53,6 @@ RESPONSE_BUDGET = MAX_GRPC_MESSAGE_BYTES - 8 * 1024 * 1024
 """Bytes of messages put into one GetMessages/PeekMessages response; the margin covers framing
 and one more message of the largest size, so a response never exceeds the limit. A store chunk
 (CALL_BYTES plus one message) is well under it, so this split is only a safety net."""
-
-LARGEST_MESSAGE_BYTES = 8 * 1024 * 1024
-"""max_message_bytes' maximum: what a peek, which does not read the queue's config, reserves per
-message before its read."""
 
 DRAIN_RETRY_AFTER = 1.0
 
@@ -132,41 +125,47 @@ class QueueService(pb_grpc.QueueServiceServicer):
     ) -> None:
         """call_bytes: max_bytes of each store read of a receive or peek; server_bytes: the
         budget of messages read but not yet sent, across all calls (`budget`)."""
-        self._store = store
-        self.budget = ByteBudget(server_bytes)
-        self.call_bytes = call_bytes
-        self.longpoll = LongPoll(store, self.budget, call_bytes)
         # Handlers go through the core shared with the other front ends (core.py): the store
-        # calls, the long-poll wake-ups and the page tokens live there once. No principal is
-        # passed: the auth interceptor has checked the call before the handler runs. (Receives
-        # and peeks stream in chunks under the byte budget: they use LongPoll/the store directly.)
-        self.core = QueueCore(store, self.longpoll)
+        # calls, the long-poll waits and wake-ups, the byte budget and the page tokens live
+        # there once. No principal is passed: the auth interceptor has checked the call before
+        # the handler runs.
+        self.core = QueueCore.serving(store, call_bytes=call_bytes, server_bytes=server_bytes)
+        self._clock = store.clock
+
+    @property
+    def longpoll(self) -> Any:
+        """The core's long-poll machinery (the server wires the store's change feed to it)."""
+        return self.core.longpoll
+
+    @property
+    def budget(self) -> Any:
+        return self.core.longpoll.budget
 
     # --- lifecycle --------------------------------------------------------------------------
 
     def drain(self) -> None:
         """New RPCs get UNAVAILABLE; follow streams end; waiting long polls answer now."""
-        self.longpoll.drain()
+        self.core.drain()
 
     async def settle(self) -> None:
         """Until the leases that ended streams took but did not send are released: the server's
         shutdown awaits this after its calls ended, before the store closes."""
-        await self.longpoll.settle_releases()
+        await self.core.settle()
 
     @property
     def draining(self) -> bool:
-        return self.longpoll.draining
+        return self.core.draining
 
     def _refuse_if_draining(self) -> None:
-        if self.longpoll.draining:
+        if self.core.draining:
             raise Unavailable("the server is shutting down", retry_after=DRAIN_RETRY_AFTER)
 
     def _now(self) -> Any:
-        return convert.seconds_to_timestamp(self._store.clock.now())
+        return convert.seconds_to_timestamp(self._clock.now())
 
     def _time_field(self, tag: bytes) -> bytes:
         """server_time (field `tag`) as wire bytes, for responses sent as convert.Wire."""
-        return convert.timestamp_field(tag, self._store.clock.now())
+        return convert.timestamp_field(tag, self._clock.now())
 
     # --- queues -----------------------------------------------------------------------------
 
@@ -226,88 +225,53 @@ class QueueService(pb_grpc.QueueServiceServicer):
     async def SendMessages(
         self, request: pb.SendMessagesRequest, context
     ) -> pb.SendMessagesResponse | convert.Wire:
-        sent = await self._send_plain(request)
-        if sent is not None:
-            return sent
-        name = validation.send_request(request)
-        config = (await self.core.get_queue(None, name)).config
-        entries = request.entries
-        send_entry = validation.send_entry
-        valid: list[NewMessage] = []
-        errors: dict[int, InvalidArgument] = {}  # by entry index: such an entry fails alone
-        for index, entry in enumerate(entries):
-            try:
-                valid.append(send_entry(entry, index, config))
-            except InvalidArgument as error:
-                errors[index] = error
-        outcomes = (
-            await self.core.send_checked(name, valid, config.default_delay) if valid else []
-        )
-        if not errors:
-            response = convert.send_results_response(entries, outcomes)
+        name = validation.queue_name(request.queue, "queue")
+        plain = convert.plain_entries(request, with_dedup=True)
+        if plain is not None:
+            # Every entry is only an id, a body and perhaps a dedup id (the usual batch, and
+            # write_queue's): one column-wise batch, no Python object per message.
+            ids, bodies, dedup_ids = plain
+            validation.batch_size(len(bodies), "entries")
+            named = [entry_id for entry_id in ids if entry_id]
+            if len(set(named)) != len(named):
+                validation.send_request(request)  # raises: a repeated id, named with its index
+            sent = await self.core.send(None, name, BodyBatch(bodies, dedup_ids))
+            if isinstance(sent, SentBatch):
+                # SendMessagesResponse: results (1), server_time (2).
+                return convert.Wire(
+                    convert.sent_wire(ids, sent.message_ids, sent.duplicates)
+                    + self._time_field(b"\x12"),
+                    len(sent.message_ids) - len(sent.duplicates),  # metrics: new messages only
+                )
+            return self._send_response(request.entries, sent)
+        validation.send_request(request)
+        read = [validation.send_entry(entry, index) for index, entry in enumerate(request.entries)]
+        return self._send_response(request.entries, await self.core.send(None, name, read))
+
+    def _send_response(
+        self, entries: Any, results: list[SendOutcome | InvalidArgument]
+    ) -> pb.SendMessagesResponse:
+        if not any(isinstance(r, InvalidArgument) for r in results):
+            response = convert.send_results_response(entries, results)
         else:
             response = pb.SendMessagesResponse()
-            accepted = iter(outcomes)
-            for index, entry in enumerate(entries):
-                if index in errors:
-                    convert.add_send_error(response.results, entry.id, errors[index])
+            for entry, result in zip(entries, results):
+                if isinstance(result, InvalidArgument):
+                    convert.add_send_error(response.results, entry.id, result)
                 else:
-                    outcome = next(accepted)
                     response.results.add(
-                        id=entry.id, message_id=outcome.message_id, duplicate=outcome.duplicate
+                        id=entry.id, message_id=result.message_id, duplicate=result.duplicate
                     )
         response.server_time.CopyFrom(self._now())
         return response
-
-    async def _send_plain(self, request: pb.SendMessagesRequest) -> convert.Wire | None:
-        """SendMessages when every entry is only an id, a body within the queue's
-        max_message_bytes and perhaps a dedup id (the usual batch, and write_queue's): the same
-        checks and outcome as the per-entry way, with no Python object per message (issue 20).
-        None: take the per-entry way."""
-        plain = convert.plain_entries(request, with_dedup=True)
-        if plain is None:
-            return None
-        ids, bodies, dedup_ids = plain
-        name = validation.queue_name(request.queue, "queue")
-        validation.batch_size(len(bodies), "entries")
-        named = [entry_id for entry_id in ids if entry_id]
-        if len(set(named)) != len(named):
-            validation.send_request(request)  # raises: a repeated id, named with its index
-        if dedup_ids is not None and (
-            max(map(len, dedup_ids)) > validation.MAX_DEDUP_ID
-            or validation.NUL in "".join(dedup_ids)
-        ):
-            return None  # the per-entry way fails exactly the entries with a bad dedup id
-        config = (await self.core.get_queue(None, name)).config
-        if bodies and max(map(len, bodies)) > config.max_message_bytes:
-            return None  # the per-entry way fails exactly the entries that are too large
-        duplicates: list[int] = []
-        if dedup_ids is None:
-            message_ids = await self.core.send_bodies(name, bodies, config.default_delay)
-        else:
-            message_ids, duplicates = await self.core.send_keyed(
-                name, bodies, dedup_ids, config.default_delay
-            )
-        # SendMessagesResponse: results (1), server_time (2).
-        return convert.Wire(
-            convert.sent_wire(ids, message_ids, duplicates) + self._time_field(b"\x12"),
-            len(message_ids) - len(duplicates),  # the metrics count new messages only
-        )
 
     @_streaming
     async def GetMessages(
         self, request: pb.GetMessagesRequest, context
     ) -> AsyncGenerator[convert.Wire, None]:
         params = validation.get_messages(request)
-        config = (await self.core.get_queue(None, params.queue)).config
-        params = resolve_receive(params, config)
-        if not params.follow:
-            async with aclosing(self.longpoll.receive(params, config)) as chunks:
-                async for response in self._responses(chunks, always=True):
-                    yield response
-            return
-        async with aclosing(self.longpoll.follow(params, config)) as batches:
-            async for response in self._responses(batches, always=False):
+        async with aclosing(self.core.get_messages(None, params)) as chunks:
+            async for response in self._responses(chunks, always=not params.follow):
                 yield response
 
     async def _responses(
@@ -353,22 +317,16 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, request: pb.PeekMessagesRequest, context
     ) -> pb.PeekMessagesResponse:
         params = validation.peek_messages(request, self.core.tokens)
-        with await self.budget.reserve(
-            read_estimate(params.max_messages, LARGEST_MESSAGE_BYTES, self.call_bytes)
-        ) as reservation:
-            page = await self._store.peek(
-                params.queue,
-                params.max_messages,
-                params.channel_filter,
-                params.include_leased,
-                params.include_delayed,
-                params.after,
-                max_bytes=self.call_bytes,
-            )
-            reservation.resize(
-                sum(message_size(m.body, m.attributes) + MESSAGE_OVERHEAD for m in page.messages)
-            )
-            return self._peek_response(params, page)
+        return await self.core.peek(
+            None,
+            params.queue,
+            params.max_messages,
+            params.channel_filter,
+            params.include_leased,
+            params.include_delayed,
+            params.after,
+            present=lambda page: self._peek_response(params, page),
+        )
 
     def _peek_response(
         self, params: PeekParams, page: PeekPage

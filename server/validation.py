@@ -37,7 +37,7 @@ from google.protobuf.message import Message
 from leaseq.v1 import queue_service_pb2 as pb
 
 from .convert import duration_to_seconds
-from .errors import InvalidArgument, OutOfRange, clip
+from .errors import InvalidArgument, clip
 from .page_tokens import PageTokens
 from . import domain
 
@@ -61,7 +61,7 @@ from .domain.limits import (
     MIN_TTL,
     NAME_PATTERN,
 )
-from .domain.commands import PeekParams, ReceiveParams, resolve_receive
+from .domain.commands import PeekParams, ReceiveParams
 from .domain.rules import (
     CONFIG_FIELDS,
     NUL,
@@ -213,27 +213,27 @@ _ENTRY_ID = pb.SendEntry.DESCRIPTOR.fields_by_name["id"]
 _ENTRY_BODY = pb.SendEntry.DESCRIPTOR.fields_by_name["body"]
 
 
-def send_entry(entry: pb.SendEntry, index: int, config: domain.QueueConfig) -> domain.NewMessage:
-    """One entry against its queue's configuration (`rules.check_message`, the one definition
-    of a valid message). An InvalidArgument here fails only this entry (the service reports it
-    in the entry's SendResult).
+def send_entry(entry: pb.SendEntry, index: int) -> domain.NewMessage | InvalidArgument:
+    """One entry as the message to send, or the InvalidArgument that fails only this entry (a
+    malformed Duration). Its ranges and its queue's limits are the core's check
+    (`rules.check_message`, the one definition of a valid message).
 
     Runs once per message sent, so the common entry (a body and perhaps an id, nothing else)
-    takes the short way: one ListFields() call tells that, instead of reading every field (half
-    the cost), and such a message is valid when its body fits (check_message's rule for it)."""
+    takes the short way: one ListFields() call tells that, instead of reading every field."""
     fields = entry.ListFields()  # the set fields, in field number order
     if fields and fields[-1][0] is _ENTRY_BODY and (
         len(fields) == 1 or (len(fields) == 2 and fields[0][0] is _ENTRY_ID)
     ):
-        body = fields[-1][1]
-        if len(body) <= config.max_message_bytes:
-            return domain.NewMessage(body, {}, "", None, None, "")
-    delay = ttl = None
-    if entry.HasField("delay"):
-        delay = well_formed_seconds(entry.delay, f"entries[{index}].delay")
-    if entry.HasField("ttl"):
-        ttl = well_formed_seconds(entry.ttl, f"entries[{index}].ttl")
-    message = domain.NewMessage(
+        return domain.NewMessage(fields[-1][1], {}, "", None, None, "")
+    try:
+        delay = ttl = None
+        if entry.HasField("delay"):
+            delay = well_formed_seconds(entry.delay, f"entries[{index}].delay")
+        if entry.HasField("ttl"):
+            ttl = well_formed_seconds(entry.ttl, f"entries[{index}].ttl")
+    except InvalidArgument as error:
+        return error
+    return domain.NewMessage(
         entry.body,
         dict(entry.attributes) if entry.attributes else {},
         entry.channel,
@@ -241,7 +241,6 @@ def send_entry(entry: pb.SendEntry, index: int, config: domain.QueueConfig) -> d
         ttl,
         entry.dedup_id,
     )
-    return rules.check_message(message, index, config)
 
 
 # --- receive / peek ---------------------------------------------------------------------------

@@ -225,8 +225,9 @@ def check_message(
     error names entries[index] and fails only this entry (the others of the batch are sent).
     owned_prefix: the reserved attribute names the calling front end may write (`attributes`).
 
-    A message that is only a body is valid exactly when the body fits max_message_bytes
-    (`plain_bodies_fit`: the column-wise batch's check, and native/speedups.c's)."""
+    A message that is only a body (and perhaps a dedup id) is valid exactly when the body fits
+    max_message_bytes and the dedup id passes (`plain_batch_valid`: the column-wise batch's
+    check)."""
     where = f"entries[{index}]"
     attrs = message.attributes
     if attrs:
@@ -247,16 +248,17 @@ def dedup_id(value: str, field: str) -> str:
     return max_length(value, field, limits.MAX_DEDUP_ID)
 
 
-def dedup_id_ok(value: str) -> bool:
-    """Whether dedup_id(value) passes, without building an error (the batch's quick look)."""
-    return len(value) <= limits.MAX_DEDUP_ID and NUL not in value
-
-
-def plain_bodies_fit(bodies: Sequence[bytes], config: QueueConfig) -> bool:
-    """Whether every message of a batch that is only bodies (and perhaps dedup ids that pass
-    `dedup_id_ok`) is valid: check_message's rule for such messages, for the whole batch at
-    once."""
-    return not bodies or max(map(len, bodies)) <= config.max_message_bytes
+def plain_batch_valid(
+    bodies: Sequence[bytes], dedup_ids: Sequence[str] | None, config: QueueConfig
+) -> bool:
+    """Whether every message of a batch that is only bodies and perhaps dedup ids ("" for
+    none) passes check_message, for the whole batch at once: each body fits max_message_bytes
+    and each dedup id passes `dedup_id`."""
+    if bodies and max(map(len, bodies)) > config.max_message_bytes:
+        return False
+    return dedup_ids is None or not dedup_ids or (
+        max(map(len, dedup_ids)) <= limits.MAX_DEDUP_ID and NUL not in "".join(dedup_ids)
+    )
 
 
 def bytes_reached(total: int, max_bytes: int | None) -> bool:

@@ -69,6 +69,31 @@ class NewMessage:
 
 
 @dataclass(slots=True)
+class BodyBatch:
+    """A send of messages that are only a body (no attributes, channel, delay or ttl), and
+    perhaps a dedup id, column by column: the usual batch, and the Spark writer's. Stores write
+    it without a Python object per message (`Store.send_batch`)."""
+
+    bodies: list[bytes]
+    dedup_ids: list[str] | None = None  # one per body, "" for none; None: no body has one
+
+    def messages(self) -> list[NewMessage]:
+        """The same batch as one NewMessage per body."""
+        if self.dedup_ids is None:
+            return [NewMessage(body) for body in self.bodies]
+        return [NewMessage(body, dedup_id=d) for body, d in zip(self.bodies, self.dedup_ids)]
+
+
+@dataclass(slots=True)
+class SentBatch:
+    """What a BodyBatch's send made: each body's message id (a duplicate's is its original's)
+    and the indexes of the duplicates, in order."""
+
+    message_ids: list[str]
+    duplicates: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class SendOutcome:
     message_id: str
     duplicate: bool = False

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from ..clock import Clock
 from ..domain.types import (
+    BodyBatch,
     DeleteOutcome,
     LeaseResult,
     NewMessage,
@@ -24,6 +25,7 @@ from ..domain.types import (
     QueueStats,
     ReceiveOutcome,
     SendOutcome,
+    SentBatch,
     UpdatedMessage,
     VisibilityChange,
 )
@@ -93,6 +95,13 @@ class Store(Protocol):
         """Enqueue in order, one outcome per message. enqueued_at = now, visible_at = now + delay,
         expires_at = now + ttl, delivery_count 0, receipt_seq 0. Durable before it returns."""
         ...
+
+    async def send_batch(self, name: str, batch: BodyBatch) -> SentBatch:
+        """`send` of a column-wise batch: the same rows and outcomes as send(batch.messages()),
+        answered column by column. The core sends every batch that is only bodies (and dedup
+        ids) this way; a store writes it without an object per message where it can. This
+        default goes through send (a store that subclasses Store inherits it)."""
+        return await send_batch_by_messages(self, name, batch)
 
     async def receive(
         self,
@@ -169,6 +178,15 @@ class Store(Protocol):
         retention; it keeps message_id, body, attributes, channel, enqueued_at, last_error.
         QueueNotFound for a missing name or destination. Returns how many moved."""
         ...
+
+
+async def send_batch_by_messages(store: Store, name: str, batch: BodyBatch) -> SentBatch:
+    """Store.send_batch's default: through Store.send, one NewMessage per body."""
+    outcomes = await store.send(name, batch.messages())
+    return SentBatch(
+        [outcome.message_id for outcome in outcomes],
+        [index for index, outcome in enumerate(outcomes) if outcome.duplicate],
+    )
 
 
 ChangeListener = Callable[[str | None], None]

@@ -34,6 +34,7 @@ from ..errors import (
     QueueNotFound,
 )
 from ..receipts import ReceiptCodec, new_queue_uid, new_signing_key
+from .base import Store
 from ..domain.types import (
     CountsByState,
     DeleteOutcome,
@@ -137,8 +138,9 @@ def _state(message: _Message, now: float) -> MessageState:
     return message_state(message.visible_at, message.leased, now)
 
 
-class MemoryStore:
-    """Messages in dicts and heaps; nothing survives the process."""
+class MemoryStore(Store):
+    """Messages in dicts and heaps; nothing survives the process. Its send_batch is the
+    protocol's default (through send)."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()

@@ -19,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from leaseq.server.clock import FakeClock
 from leaseq.server.errors import LeaseqError, LeaseRejected
-from leaseq.server.domain.types import NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import BodyBatch, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.memory import MemoryStore
 from leaseq.server.store.sqlite import SqliteStore
 
@@ -142,9 +142,8 @@ class StoresAgree(RuleBasedStateMachine):
         dedup_ids=st.lists(st.sampled_from(["", "d1", "d2", "d3"]), min_size=1, max_size=5),
     )
     def send_keyed(self, queue, dedup_ids) -> None:
-        """SqliteStore.send_keyed (write_queue's sends: body and dedup id only, looked up and
-        recorded as a set per batch) answers as the reference's send does (a store without
-        send_keyed: its send)."""
+        """Store.send_batch of bodies and dedup ids (write_queue's sends; SqliteStore looks the
+        dedup ids up and records them as a set per batch) answers as the reference's send does."""
         bodies = []
         for _ in dedup_ids:
             self.next_body += 1
@@ -152,14 +151,8 @@ class StoresAgree(RuleBasedStateMachine):
         mem = self.run(
             self.memory.send(queue, [NewMessage(b, dedup_id=d) for b, d in zip(bodies, dedup_ids)])
         )
-        keyed = getattr(self.sqlite, "send_keyed", None)  # a subclass's store may not have it
-        if keyed is None:
-            messages = [NewMessage(b, dedup_id=d) for b, d in zip(bodies, dedup_ids)]
-            outcomes = self.run(self.sqlite.send(queue, messages))
-            message_ids = [o.message_id for o in outcomes]
-            duplicates = [i for i, o in enumerate(outcomes) if o.duplicate]
-        else:
-            message_ids, duplicates = self.run(keyed(queue, bodies, dedup_ids))
+        sent = self.run(self.sqlite.send_batch(queue, BodyBatch(bodies, dedup_ids)))
+        message_ids, duplicates = sent.message_ids, sent.duplicates
         answers = (
             [(o.message_id, o.duplicate) for o in mem],
             [(m, i in duplicates) for i, m in enumerate(message_ids)],

@@ -28,7 +28,10 @@ from ...errors import (
     Unavailable,
 )
 from ...receipts import ReceiptCodec, new_queue_uid
+from ..base import send_batch_by_messages
 from ...domain.types import (
+    BodyBatch,
+    SentBatch,
     AllDeleted,
     CountsByState,
     DeleteOutcome,
@@ -774,8 +777,15 @@ class PostgresStore(ChangeFeed):
 
         return await self._run(op)
 
+    async def send_batch(self, name: str, batch: BodyBatch) -> SentBatch:
+        """Store.send_batch: bodies alone in one statement (send_bodies); with dedup ids,
+        through send (its dedup claims)."""
+        if batch.dedup_ids is None:
+            return SentBatch(await self.send_bodies(name, batch.bodies))
+        return await send_batch_by_messages(self, name, batch)
+
     async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
-        """Send messages that are only a body (QueueCore.send_bodies' fast path): their ids."""
+        """Send messages that are only a body: their ids, one statement, no object per message."""
         ids = new_message_ids(len(bodies))
         await self._insert(name, SEND_BODIES_SQL, {"message_ids": ids, "bodies": bodies})
         return ids

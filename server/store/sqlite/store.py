@@ -13,6 +13,8 @@ from ...clock import Clock, SystemClock
 from ...errors import QueueNotFound, Unavailable
 from ...receipts import ReceiptCodec
 from ...domain.types import (
+    BodyBatch,
+    SentBatch,
     DeleteOutcome,
     LeaseResult,
     NewMessage,
@@ -235,9 +237,15 @@ class SqliteStore:
         weight = _send_weight([m.body for m in messages])
         return await self._call(lambda tx: tx.send(name, messages), weight)
 
+    async def send_batch(self, name: str, batch: BodyBatch) -> SentBatch:
+        """Store.send_batch with no NewMessage or SendOutcome per message."""
+        if batch.dedup_ids is None:
+            return SentBatch(await self.send_bodies(name, batch.bodies))
+        message_ids, duplicates = await self.send_keyed(name, batch.bodies, batch.dedup_ids)
+        return SentBatch(message_ids, duplicates)
+
     async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
-        """send() of messages that are only a body, answered with their message ids: the
-        optional fast path of QueueCore.send_bodies (no NewMessage or SendOutcome per message)."""
+        """send() of messages that are only a body, answered with their message ids."""
         weight = _send_weight(bodies)
         return await self._call(lambda tx: tx.send_bodies(name, bodies), weight)
 
@@ -245,7 +253,7 @@ class SqliteStore:
         self, name: str, bodies: list[bytes], dedup_ids: list[str]
     ) -> tuple[list[str], list[int]]:
         """send() of messages that are only a body and a dedup id ("" for none): their message
-        ids and the indexes of the duplicates (the optional fast path of QueueCore.send_keyed)."""
+        ids and the indexes of the duplicates."""
         weight = _send_weight(bodies)
         return await self._call(lambda tx: tx.send_keyed(name, bodies, dedup_ids), weight)
 
