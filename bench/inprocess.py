@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from leaseq.server.store import open_store
 from leaseq.server.domain.types import NewMessage, QueueConfig
+from leaseq.server.store import open_store
 from leaseq.server.store.base import Store
 
 from .settings import Settings

@@ -16,8 +16,8 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from leaseq._native import speedups
 from leaseq.v1 import queue_service_pb2 as pb
 
-from .errors import InvalidArgument
 from . import domain
+from .errors import InvalidArgument
 
 _NANOS = 1_000_000_000
 

@@ -33,22 +33,18 @@ directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, overload
 
-from .domain import limits, rules
-from .domain.commands import ReceiveParams, resolve_receive
+from . import domain
 from .auth import ANY, Principal
 from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, read_estimate
-from .errors import InvalidArgument, LeaseqError, Unavailable, clip
-from .longpoll import LongPoll
-from .page_tokens import PageTokens
-from . import domain
+from .domain import limits, rules
+from .domain.commands import ReceiveParams, resolve_receive
 from .domain.types import (
     BodyBatch,
-    SentBatch,
     DeleteOutcome,
     DeliveredMessage,
     LeaseResult,
@@ -57,9 +53,13 @@ from .domain.types import (
     QueueInfo,
     QueueStats,
     SendOutcome,
+    SentBatch,
     UpdatedMessage,
     VisibilityChange,
 )
+from .errors import InvalidArgument, LeaseqError, Unavailable, clip
+from .longpoll import LongPoll
+from .page_tokens import PageTokens
 from .store.base import Store
 
 DRAIN_RETRY_AFTER = 1.0

@@ -40,9 +40,9 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from .budget import CALL_BYTES, SERVER_BYTES
+from .domain.limits import LARGEST_MESSAGE_BYTES, MAX_ATTEMPT_ID, MAX_CHANNEL, MAX_DEDUP_ID
 from .errors import ERROR_DOMAIN
 from .service import MAX_GRPC_MESSAGE_BYTES, SERVICE_NAME
-from .domain.limits import LARGEST_MESSAGE_BYTES, MAX_ATTEMPT_ID, MAX_CHANNEL, MAX_DEDUP_ID
 
 LARGEST_ENTRY_BYTES = LARGEST_MESSAGE_BYTES + MAX_CHANNEL + MAX_DEDUP_ID + MAX_ATTEMPT_ID + 4096
 """An upper bound of one SendEntry / UpdateMessage request at the largest message size (framing

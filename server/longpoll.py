@@ -97,9 +97,17 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mappin
 from contextlib import contextmanager
 from typing import Protocol
 
-from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, Reservation, read_estimate
+from .budget import (
+    CALL_BYTES,
+    MESSAGE_OVERHEAD,
+    SERVER_BYTES,
+    ByteBudget,
+    Reservation,
+    read_estimate,
+)
 from .clock import Clock
-from .errors import OverLimit
+from .domain.commands import ReceiveParams
+from .domain.rules import channel_matches, message_size
 from .domain.types import (
     DeliveredMessage,
     LeaseResult,
@@ -110,11 +118,10 @@ from .domain.types import (
     SendOutcome,
     VisibilityChange,
 )
-from .domain.rules import channel_matches, message_size
+from .errors import OverLimit
 from .store.base import Store
 from .stream_checks import check_still_allowed
 from .traffic import Traffic
-from .domain.commands import ReceiveParams
 
 log = logging.getLogger(__name__)
 

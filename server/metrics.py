@@ -65,10 +65,10 @@ from leaseq.v1 import queue_service_pb2 as pb
 
 from .addresses import AddressInUse, StartupError, parse_listen
 from .convert import Wire
+from .domain.types import QueueStats
 from .errors import QueueNotFound
 from .interceptors import Observation, ObservedHandlers, Start
 from .service import SERVICE_NAME
-from .domain.types import QueueStats
 from .store.base import Store
 
 log = logging.getLogger(__name__)

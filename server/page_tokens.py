@@ -30,8 +30,8 @@ import math
 import secrets
 from typing import Any
 
-from .errors import InvalidArgument
 from . import domain
+from .errors import InvalidArgument
 
 _VERSION = b"\x01"
 _NONCE_BYTES = 16

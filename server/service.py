@@ -34,10 +34,10 @@ from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 
 from . import convert, validation
-from .domain.commands import PeekParams
 from .budget import CALL_BYTES, SERVER_BYTES
 from .core import QueueCore, Store
-from .domain.types import BodyBatch, DeliveredMessage, PeekPage, SentBatch, SendOutcome
+from .domain.commands import PeekParams
+from .domain.types import BodyBatch, DeliveredMessage, PeekPage, SendOutcome, SentBatch
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
 
 log = logging.getLogger(__name__)

@@ -36,43 +36,33 @@ from google.protobuf.message import Message
 
 from leaseq.v1 import queue_service_pb2 as pb
 
-from .convert import duration_to_seconds
-from .errors import InvalidArgument, clip
-from .page_tokens import PageTokens
 from . import domain
-
+from .convert import duration_to_seconds
 from .domain import limits, rules
+from .domain.commands import PeekParams, ReceiveParams
 from .domain.limits import (
     DEFAULT_MAX_OUTSTANDING,
     DEFAULT_PAGE_SIZE,
     MAX_ATTEMPT_ID,
-    MAX_ATTRIBUTES,
-    MAX_BATCH,
-    MAX_CHANNEL,
-    MAX_DEDUP_ID,
     MAX_INT64,
-    MAX_NAME,
     MAX_OUTSTANDING,
     MAX_PAGE_SIZE,
     MAX_REASON,
     MAX_VISIBILITY,
     MAX_WAIT,
-    MIN_BATCH,
-    MIN_TTL,
     NAME_PATTERN,
 )
-from .domain.commands import PeekParams, ReceiveParams
 from .domain.rules import (
     CONFIG_FIELDS,
-    NUL,
     attributes,
     batch_size,
     channel_filter,
     int_range,
     max_length,
-    no_nul,
     queue_name,
 )
+from .errors import InvalidArgument, clip
+from .page_tokens import PageTokens
 
 # Duration's own limits (google/protobuf/duration.proto): about 10,000 years.
 _DURATION_MAX_SECONDS = 315_576_000_000

@@ -25,16 +25,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..clock import Clock, SystemClock
-from ..errors import (
-    InvalidArgument,
-    LeaseRejected,
-    OverLimit,
-    QueueAlreadyExists,
-    QueueInUse,
-    QueueNotFound,
-)
-from ..receipts import ReceiptCodec, new_queue_uid, new_signing_key
-from .base import Store
+from ..domain import leases
+from ..domain.leases import fence, message_state
+from ..domain.limits import TOMBSTONE_SECONDS
+from ..domain.rules import body_fits_update, bytes_reached, channel_matches, message_size
 from ..domain.types import (
     CountsByState,
     DeleteOutcome,
@@ -54,10 +48,16 @@ from ..domain.types import (
     UpdatedMessage,
     VisibilityChange,
 )
-from ..domain.limits import TOMBSTONE_SECONDS
-from ..domain import leases
-from ..domain.leases import fence, message_state
-from ..domain.rules import body_fits_update, bytes_reached, channel_matches, message_size
+from ..errors import (
+    InvalidArgument,
+    LeaseRejected,
+    OverLimit,
+    QueueAlreadyExists,
+    QueueInUse,
+    QueueNotFound,
+)
+from ..receipts import ReceiptCodec, new_queue_uid, new_signing_key
+from .base import Store
 
 # A heap is rebuilt from its queue's messages once stale entries outnumber live ones by this much
 # (a workload that only ever receives with a channel filter never pops the schedule heap).

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.errors import QueueNotFound
 from leaseq.server.domain.types import LeaseStatus, MessageState
+from leaseq.server.errors import QueueNotFound
 from leaseq.server.store.base import Store
 
 from .conftest import (

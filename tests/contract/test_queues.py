@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from leaseq.server.errors import InvalidArgument, QueueAlreadyExists, QueueInUse, QueueNotFound
 from leaseq.server.domain.types import LeaseStatus, QueueConfig
+from leaseq.server.errors import InvalidArgument, QueueAlreadyExists, QueueInUse, QueueNotFound
 from leaseq.server.store.base import Store
 
 from .conftest import DLQ, Q, at, delete_status, make_queue, receive, send

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from leaseq.server.domain.types import LeaseStatus, MessageState
 from leaseq.server.domain.limits import TOMBSTONE_SECONDS
+from leaseq.server.domain.types import LeaseStatus, MessageState
 from leaseq.server.store.base import Store
 
 from .conftest import Q, change, delete_status, make_queue, peek_one, receive, receive_one, send

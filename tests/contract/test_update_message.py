@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from leaseq.server.errors import InvalidArgument, LeaseRejected
 from leaseq.server.domain.types import LeaseStatus, MessageState
+from leaseq.server.errors import InvalidArgument, LeaseRejected
 from leaseq.server.store.base import Store
 
 from .conftest import Q, at, change, delete_status, make_queue, peek_one, receive_one, send

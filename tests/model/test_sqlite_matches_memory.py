@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.errors import LeaseqError, LeaseRejected
 from leaseq.server.domain.types import BodyBatch, NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.errors import LeaseqError, LeaseRejected
 from leaseq.server.store.memory import MemoryStore
 from leaseq.server.store.sqlite import SqliteStore
 

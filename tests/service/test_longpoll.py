@@ -561,9 +561,9 @@ def _read(get):
 def test_chunk_facts_are_the_bytes_and_the_earliest_lease_end(rows) -> None:
     """One pass gives what the long poll needs of a chunk: message_size summed and the earliest
     visible_at after now (None when nothing was leased)."""
-    from leaseq.server.longpoll import chunk_facts
     from leaseq.server.domain.rules import message_size
     from leaseq.server.domain.types import DeliveredMessage
+    from leaseq.server.longpoll import chunk_facts
 
     messages = [
         DeliveredMessage(i, "m", "r", body, attributes, "", 0.0, 1.0, visible_at, 1, "")

@@ -11,11 +11,11 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from ...domain import limits
 from ...auth import Principal
 from ...core import QueueCore
-from ...errors import InvalidArgument, LeaseRejected, QueueNotFound
+from ...domain import limits
 from ...domain.types import NewMessage, QueueConfig, QueueInfo
+from ...errors import InvalidArgument, LeaseRejected, QueueNotFound
 from . import metadata as meta
 from . import parameters as params
 from . import pop_receipts, xml_bodies

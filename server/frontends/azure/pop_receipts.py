@@ -11,7 +11,13 @@ is "-.<message id>", which names no delivery (Delete/Update Message with it: Mes
 from __future__ import annotations
 
 from ...domain.types import LeaseStatus
-from .errors import MESSAGE_NOT_FOUND, POP_RECEIPT_MISMATCH, AzureError, invalid_query, missing_query
+from .errors import (
+    MESSAGE_NOT_FOUND,
+    POP_RECEIPT_MISMATCH,
+    AzureError,
+    invalid_query,
+    missing_query,
+)
 
 _UNLEASED = "-"
 MAX_CHARS = 512  # far above any receipt leaseq issues; longer text is not one of ours

@@ -20,7 +20,6 @@ from aiohttp import web
 
 from ...auth import ACTIONS, Principal
 from ...core import QueueCore
-from ...errors import InvalidArgument, clip
 from ...domain.types import (
     MessageState,
     NewMessage,
@@ -29,6 +28,7 @@ from ...domain.types import (
     QueueInfo,
     QueueStats,
 )
+from ...errors import InvalidArgument, clip
 from ...traffic import WINDOW_SECONDS
 from .history import DepthHistory
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from ...auth import Principal
 from ...core import QueueCore
-from ...errors import InvalidArgument, QueueAlreadyExists
 from ...domain.types import LeaseStatus, NewMessage, VisibilityChange
+from ...errors import InvalidArgument, QueueAlreadyExists
 from . import md5
 from . import message_attributes as mattrs
 from . import queue_attributes as qattrs

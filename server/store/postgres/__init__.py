@@ -217,6 +217,8 @@ import sys
 import types
 
 from . import connection, notifications, schema, settings, statements, store, transaction
+from .connection import DatabaseClock
+from .schema import MIGRATIONS, SCHEMA_VERSION
 from .settings import (
     AUTOVACUUM_THRESHOLD,
     DEFAULT_POOL_MAX,
@@ -224,21 +226,19 @@ from .settings import (
     DEFAULT_SCHEMA,
     IN_FLIGHT_NOTIFY_MARGIN,
     PLANNER_SETTINGS,
-    PostgresSettings,
     STATS_CHECK_SECONDS,
     SWEEP_LIMIT,
+    PostgresSettings,
     parse_url,
     with_pool_size,
 )
 from .statements import (
     ATTEMPT_LEASES_SQL,
+    CUSTOM_PLAN_SQL,
     DEAD_LETTER_SQL,
-    REDRIVE_SQL,
-    STATS_SQL,
     DELETE_ATTEMPT_SQL,
     DELETE_KEYS_SQL,
     DELETE_RECEIPTS_SQL,
-    CUSTOM_PLAN_SQL,
     DELIVER_KEYS_SQL,
     GENERIC_PLAN_SQL,
     IN_FLIGHT_SQL,
@@ -247,9 +247,11 @@ from .statements import (
     NEXT_VISIBLE_SQL,
     PEEK_KEYS_SQL,
     PURGE_SQL,
+    REDRIVE_SQL,
     SEND_BODIES_SQL,
     SEND_SQL,
     SIZED_COLUMNS,
+    STATS_SQL,
     SWEEP_SQL,
     TOMBSTONES_BY_KEY_SQL,
     WRITE_LEASES_SQL,
@@ -260,8 +262,6 @@ from .statements import (
     peek_sql,
     receive_sql,
 )
-from .schema import MIGRATIONS, SCHEMA_VERSION
-from .connection import DatabaseClock
 from .store import PostgresStore
 
 __all__ = ["DatabaseClock", "PostgresSettings", "PostgresStore", "parse_url"]

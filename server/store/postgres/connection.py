@@ -9,10 +9,9 @@ from typing import Any
 
 import psycopg
 
-from .. import StoreOpenError
 from ...errors import Unavailable
+from .. import StoreOpenError
 from .settings import OPEN_TIMEOUT
-
 
 # --- the database's clock ---------------------------------------------------------------------
 

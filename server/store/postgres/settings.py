@@ -10,7 +10,6 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ...domain.types import QueueConfig
 
-
 DEFAULT_SCHEMA = "leaseq"
 DEFAULT_POOL_MIN = 2
 DEFAULT_POOL_MAX = 10

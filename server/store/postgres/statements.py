@@ -3,8 +3,7 @@ very texts)."""
 
 from __future__ import annotations
 
-from .settings import COUNTER_SLOTS, SWEEP_LIMIT, _CONFIG_FIELDS
-
+from .settings import _CONFIG_FIELDS, COUNTER_SLOTS, SWEEP_LIMIT
 
 # --- statements (module constants, so the query-plan tests check these very texts) ----------
 

@@ -17,22 +17,12 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ...clock import Clock
-from .. import StoreOpenError
-from ...errors import (
-    LeaseqError,
-    LeaseRejected,
-    OverLimit,
-    QueueAlreadyExists,
-    QueueInUse,
-    QueueNotFound,
-    Unavailable,
-)
-from ...receipts import ReceiptCodec, new_queue_uid
-from ..base import send_batch_by_messages
+from ...domain import leases as decide
+from ...domain.limits import TOMBSTONE_SECONDS
+from ...domain.rules import bytes_reached, message_size, new_message_ids
 from ...domain.types import (
-    BodyBatch,
-    SentBatch,
     AllDeleted,
+    BodyBatch,
     CountsByState,
     DeleteOutcome,
     DeliveredMessage,
@@ -46,13 +36,29 @@ from ...domain.types import (
     QueueStats,
     ReceiveOutcome,
     SendOutcome,
+    SentBatch,
     UpdatedMessage,
     VisibilityChange,
 )
-from ...domain.limits import TOMBSTONE_SECONDS
-from ...domain.rules import bytes_reached, message_size, new_message_ids
-from ...domain import leases as decide
+from ...errors import (
+    LeaseqError,
+    LeaseRejected,
+    OverLimit,
+    QueueAlreadyExists,
+    QueueInUse,
+    QueueNotFound,
+    Unavailable,
+)
+from ...receipts import ReceiptCodec, new_queue_uid
+from .. import StoreOpenError
+from ..base import send_batch_by_messages
+from .connection import DatabaseClock, _check_connection, _one_line, _redacted, _unavailable
+from .notifications import ChangeFeed, Listener
+from .queue_infos import QueueInfos
+from .schema import _migrate
 from .settings import (
+    _CONFIG_FIELDS,
+    _SCHEMA_NAME,
     CLOCK_SYNC_SECONDS,
     DEFAULT_POOL_MAX,
     DEFAULT_POOL_MIN,
@@ -68,24 +74,22 @@ from .settings import (
     RETRIES,
     STALE_STATS_ROWS,
     STATS_CHECK_SECONDS,
-    _CONFIG_FIELDS,
-    _SCHEMA_NAME,
     parse_url,
 )
 from .statements import (
     ATTEMPT_LEASES_SQL,
-    DELETE_ATTEMPT_SQL,
+    CUSTOM_PLAN_SQL,
     DEAD_LETTER_SQL,
+    DELETE_ATTEMPT_SQL,
     DELETE_KEYS_SQL,
+    DELETE_RECEIPTS_SQL,
+    DELIVER_KEYS_SQL,
     DROP_CHANNEL_ROWS_SQL,
     EMPTY_CHANNELS_SQL,
-    LOCK_CHANNELS_SQL,
-    DELETE_RECEIPTS_SQL,
-    CUSTOM_PLAN_SQL,
-    DELIVER_KEYS_SQL,
     GENERIC_PLAN_SQL,
-    INSERT_MESSAGES_SQL,
     IN_FLIGHT_SQL,
+    INSERT_MESSAGES_SQL,
+    LOCK_CHANNELS_SQL,
     NEXT_VISIBLE_SQL,
     PEEK_KEYS_SQL,
     PURGE_SQL,
@@ -93,8 +97,8 @@ from .statements import (
     REDRIVE_SQL,
     SEND_BODIES_SQL,
     SEND_SQL,
-    SIZED_COLUMNS,
     SIZE_SQL,
+    SIZED_COLUMNS,
     STATS_SQL,
     SWEEP_SQL,
     _channel_clause,
@@ -104,11 +108,7 @@ from .statements import (
     peek_sql,
     receive_sql,
 )
-from .schema import _migrate
-from .connection import DatabaseClock, _check_connection, _one_line, _redacted, _unavailable
-from .transaction import _Queue, _Row, _Tx, _encode_attributes, _size
-from .notifications import ChangeFeed, Listener
-from .queue_infos import QueueInfos
+from .transaction import _encode_attributes, _Queue, _Row, _size, _Tx
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from ...domain.leases import Lease, Tombstone, message_state
+from ...domain.rules import message_size
+from ...domain.types import DeliveredMessage, PeekedMessage, QueueConfig, QueueInfo
 from ...errors import (
     InvalidArgument,
     QueueNotFound,
 )
 from ...receipts import ReceiptCodec
-from ...domain.types import DeliveredMessage, PeekedMessage, QueueConfig, QueueInfo
-from ...domain.leases import Lease, Tombstone, message_state
-from ...domain.rules import message_size
 from .settings import _CONFIG_FIELDS
 from .statements import (
     LEASES_BY_KEY_SQL,
@@ -29,7 +29,6 @@ from .statements import (
     WRITE_LEASES_SQL,
     open_queue_sql,
 )
-
 
 # --- rows -------------------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ import json
 import sqlite3
 from typing import Any, NamedTuple
 
-from ...receipts import new_signing_key
 from ...domain.types import QueueConfig
+from ...receipts import new_signing_key
 
 SCHEMA_VERSION = 5
 """1: one tombstone row per deleted message. 2: one row per run of consecutive keys deleted by one

@@ -10,11 +10,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...clock import Clock, SystemClock
-from ...errors import QueueNotFound, Unavailable
-from ...receipts import ReceiptCodec
 from ...domain.types import (
     BodyBatch,
-    SentBatch,
     DeleteOutcome,
     LeaseResult,
     NewMessage,
@@ -25,13 +22,15 @@ from ...domain.types import (
     QueueStats,
     ReceiveOutcome,
     SendOutcome,
+    SentBatch,
     UpdatedMessage,
     VisibilityChange,
 )
-
+from ...errors import QueueNotFound, Unavailable
+from ...receipts import ReceiptCodec
 from .open_errors import cannot_open, check_path, explain
-from .schema import _initialize
 from .reader import _Reader
+from .schema import _initialize
 from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery, peek_scan, stats_scan
 from .writer import HEAVY, _Writer
 

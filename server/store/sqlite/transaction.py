@@ -14,15 +14,10 @@ from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
-from ...errors import (
-    InvalidArgument,
-    LeaseRejected,
-    OverLimit,
-    QueueAlreadyExists,
-    QueueInUse,
-    QueueNotFound,
-)
-from ...receipts import ReceiptCodec, new_queue_uid
+from ...domain import leases as decide
+from ...domain.leases import Lease, Tombstone, fence, fence_lease, lease_result, message_state
+from ...domain.limits import TOMBSTONE_SECONDS
+from ...domain.rules import bytes_reached, new_message_ids
 from ...domain.types import (
     AllDeleted,
     CountsByState,
@@ -43,12 +38,48 @@ from ...domain.types import (
     UpdatedMessage,
     VisibilityChange,
 )
-from ...domain.limits import TOMBSTONE_SECONDS
-from ...domain import leases as decide
-from ...domain.leases import Lease, Tombstone, fence, fence_lease, lease_result, message_state
-from ...domain.rules import bytes_reached, new_message_ids
-
-from .schema import ADD_LIFETIME_SQL, MAX_LIFETIMES, OLDEST_IN_CLASS_SQL, ATTEMPT_LEASES_SQL, CANDIDATE_COLUMNS, DELETE_CURRENT_SQL, DELIVER_SQL, INSERT_ROWS, INSERT_TOMBSTONES_SQL, IN_FLIGHT_SQL, TOMBSTONE_RUN_SQL, COUNT_CHANNEL_SQL, OLDEST_VISIBLE_SQL, UNAVAILABLE_SQL, NEXT_VISIBLE_SQL, QUEUE_BY_NAME_SQL, QUEUE_COLUMNS, ROW_COLUMNS, SIZE_SQL, SWEEP_SQL, _CONFIG_FIELDS, _Candidate, _Row, _channel_clause, _decode_attributes, _encode_attributes, candidates_sql, picked_sql, insert_bodies_sql, insert_rows_sql, leases_by_key_sql
+from ...errors import (
+    InvalidArgument,
+    LeaseRejected,
+    OverLimit,
+    QueueAlreadyExists,
+    QueueInUse,
+    QueueNotFound,
+)
+from ...receipts import ReceiptCodec, new_queue_uid
+from .schema import (
+    _CONFIG_FIELDS,
+    ADD_LIFETIME_SQL,
+    ATTEMPT_LEASES_SQL,
+    CANDIDATE_COLUMNS,
+    COUNT_CHANNEL_SQL,
+    DELETE_CURRENT_SQL,
+    DELIVER_SQL,
+    IN_FLIGHT_SQL,
+    INSERT_ROWS,
+    INSERT_TOMBSTONES_SQL,
+    MAX_LIFETIMES,
+    NEXT_VISIBLE_SQL,
+    OLDEST_IN_CLASS_SQL,
+    OLDEST_VISIBLE_SQL,
+    QUEUE_BY_NAME_SQL,
+    QUEUE_COLUMNS,
+    ROW_COLUMNS,
+    SIZE_SQL,
+    SWEEP_SQL,
+    TOMBSTONE_RUN_SQL,
+    UNAVAILABLE_SQL,
+    _Candidate,
+    _channel_clause,
+    _decode_attributes,
+    _encode_attributes,
+    _Row,
+    candidates_sql,
+    insert_bodies_sql,
+    insert_rows_sql,
+    leases_by_key_sql,
+    picked_sql,
+)
 
 T = TypeVar("T")
 
