@@ -23,7 +23,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Union
 
 from ._wire import seconds
 from .types import DurationLike, LeaseStatus, Message
@@ -44,7 +43,7 @@ MAX_VISIBILITY = 7 * 86400.0
 MAX_REASON = 1024
 """The longest release reason the server accepts (characters)."""
 
-ReleaseDelay = Union[DurationLike, Callable[[Message, BaseException], DurationLike]]
+ReleaseDelay = DurationLike | Callable[[Message, BaseException], DurationLike]
 """A consumer's delay before a failed message is visible again: fixed, or computed from the
 message and the handler's exception (e.g. a ``Backoff``)."""
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import duration_pb2, field_mask_pb2, timestamp_pb2
@@ -301,7 +301,7 @@ def from_peeked(message: pb.PeekedMessage) -> PeekedMessage:
     )
 
 
-def receipt_of(value: Union[str, Message]) -> str:
+def receipt_of(value: str | Message) -> str:
     if isinstance(value, Message):
         return value.receipt
     if isinstance(value, str):
@@ -309,7 +309,7 @@ def receipt_of(value: Union[str, Message]) -> str:
     raise TypeError(f"a receipt must be a str or a Message, not {type(value).__name__}")
 
 
-ReceiptsLike = Union[str, Message, Iterable[Union[str, Message]]]
+ReceiptsLike = str | Message | Iterable[str | Message]
 
 
 def receipts_of(receipts: ReceiptsLike) -> list[str]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +45,8 @@ import pyarrow.compute as pc
 
 from ..v1 import queue_service_pb2 as pb
 from . import _wire, _wire_arrow
-from ._wire import MAX_MESSAGE_SIZE, Call, Plan  # MAX_MESSAGE_SIZE: see the docstring
+from ._wire import MAX_MESSAGE_SIZE as MAX_MESSAGE_SIZE  # named here: see the docstring
+from ._wire import Call, Plan
 from .batching import (
     DEFAULT_BATCH_BYTES,
     MAX_BATCH_BYTES,
@@ -114,7 +115,7 @@ ACK_RESULT_SCHEMA = pa.schema(
 """The schema of ``ack_arrow``'s result: per receipt, a ``LeaseStatus`` name (``"OK"``,
 ``"ALREADY_DELETED"``, ``"RECEIPT_SUPERSEDED"``, ...)."""
 
-ReceiptColumn = Union[pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch, Iterable[str]]
+ReceiptColumn = pa.Array | pa.ChunkedArray | pa.Table | pa.RecordBatch | Iterable[str]
 """What ``ack_arrow`` accepts: a string array (or chunked array), a table or record batch with
 a ``receipt`` column (e.g. ``receive_arrow``'s), or any iterable of receipt strings."""
 

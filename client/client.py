@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -41,8 +41,8 @@ import grpc.aio
 from ..v1 import queue_service_pb2_grpc as pb_grpc
 from . import _wire
 from ._wire import MAX_MESSAGE_SIZE, Call, Plan, ReceiptsLike
-from .errors import LeaseqError, from_rpc_error
 from .batching import DEFAULT_BATCH_BYTES
+from .errors import LeaseqError, from_rpc_error
 from .retry import NO_RETRY, RetryPolicy
 from .target import parse_target
 from .types import (
@@ -88,7 +88,7 @@ DEFAULT_TARGET = "127.0.0.1:50051"
 _log = logging.getLogger("leaseq.client")
 
 ChannelOptions = Sequence[tuple[str, Any]]
-VisibilityEntries = Iterable[Union[VisibilityChange, tuple[Any, ...]]]
+VisibilityEntries = Iterable[VisibilityChange | tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class TLSConfig:
         )
 
 
-TLSLike = Union[bool, TLSConfig, None]
+TLSLike = bool | TLSConfig | None
 
 
 def read_pem(path: str | Path) -> bytes:

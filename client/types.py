@@ -20,7 +20,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TypedDict, Union
+from typing import TypedDict
 
 import grpc
 
@@ -46,10 +46,10 @@ __all__ = [
     "VisibilityChange",
 ]
 
-DurationLike = Union[int, float, timedelta]
+DurationLike = int | float | timedelta
 """A duration given to the client: seconds, or a ``timedelta``."""
 
-Body = Union[bytes, str]
+Body = bytes | str
 """A message body given to the client: bytes, or text that is sent UTF-8 encoded."""
 
 
