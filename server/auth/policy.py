@@ -45,8 +45,8 @@ import json
 import logging
 import os
 import secrets
-import sys
 import time
+import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,10 +284,6 @@ def parse_policy(text: str, suffix: str = ".toml") -> Policy:
         elif suffix == ".json":
             data = json.loads(text)
         else:
-            if sys.version_info >= (3, 11):
-                import tomllib
-            else:  # pragma: no cover
-                import tomli as tomllib
             data = tomllib.loads(text)
     except PolicyError:
         raise
