@@ -117,7 +117,7 @@ async def _measure(
                     return
                 try:  # the long poll's wake-up: the next send
                     await asyncio.wait_for(sent_event.wait(), timeout=1.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 continue
             await store.delete(QUEUE, receipts, [])

@@ -33,7 +33,8 @@ STOP_TIMEOUT = 30.0
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def with_query_param(url: str, name: str, value: str) -> str:
@@ -127,7 +128,8 @@ class ServerProcess:
                 if self.process.poll() is not None:
                     return False
                 try:
-                    reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                    # The health stubs declare no methods on HealthStub.
+                    reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)  # type: ignore[attr-defined]
                     if reply.status == health_pb2.HealthCheckResponse.SERVING:
                         return True
                 except grpc.RpcError:

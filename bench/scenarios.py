@@ -145,7 +145,9 @@ def _stats_p50_ms(admin: Admin, queue: str) -> float:
 
 
 def _jobs(settings: Settings, batch: int, target: str, queue: str) -> list[Job]:
-    common = dict(target=target, queue=queue, batch=batch, body_bytes=settings.body_bytes)
+    common: dict[str, Any] = dict(
+        target=target, queue=queue, batch=batch, body_bytes=settings.body_bytes
+    )
     if settings.scenario == "send":
         return [Job("send", i, **common) for i in range(settings.producers)]
     if settings.scenario == "cycle" and not settings.split:

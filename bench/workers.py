@@ -91,7 +91,7 @@ def _body(size: int) -> bytes:
     return b"x" * size
 
 
-def _result(lat: dict[str, array], cpu: float, **counts: Any) -> dict[str, Any]:
+def _result(lat: dict[str, array[float]], cpu: float, **counts: Any) -> dict[str, Any]:
     return {"latency": {k: v.tolist() for k, v in lat.items()}, "cpu_s": cpu, **counts}
 
 
@@ -396,7 +396,7 @@ async def _idle(job: Job, results, start, timing, progress) -> dict[str, Any]:
     # The driver now sends one message per stream.
     try:
         await asyncio.wait_for(done.wait(), timeout=30)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     for call in calls:
         call.cancel()

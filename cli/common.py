@@ -106,7 +106,7 @@ def _tls_file(option: str, path: str | None) -> bytes | None:
 def client_settings(given: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """(QueueClient arguments, as_json) from a command's connection options, each falling back
     to the group's (and so to the environment)."""
-    values = {
+    values: dict[str, Any] = {
         name: given.get(name) if given.get(name) not in (None, False) else _group_value(name)
         for name in CONNECTION_PARAMS
     }

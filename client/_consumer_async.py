@@ -87,7 +87,7 @@ class _AsyncDispatcher:
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     async def cancel(self) -> None:
@@ -185,7 +185,7 @@ class _AsyncSettler:
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     async def stop(self) -> None:
@@ -223,7 +223,7 @@ class _AsyncLeaser:
                 timeout = None if following is None else max(0.0, following - now)
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 continue
             for chunk in chunks(extensions):
@@ -305,7 +305,7 @@ class _AsyncSubscription:
             )
             try:
                 await asyncio.wait_for(self._closed.wait(), delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 
@@ -485,7 +485,7 @@ class AsyncConsumer:
             raise RuntimeError("the consumer was not started")
         try:
             await asyncio.wait_for(self._stopped.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         if self._core.error is not None:
             raise self._core.error

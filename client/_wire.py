@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
@@ -128,7 +128,7 @@ def to_timedelta(value: duration_pb2.Duration) -> timedelta:
 
 
 def to_datetime(value: timestamp_pb2.Timestamp) -> datetime:
-    return value.ToDatetime(tzinfo=timezone.utc)
+    return value.ToDatetime(tzinfo=UTC)
 
 
 def optional_datetime(message: ProtoMessage, name: str) -> datetime | None:

@@ -14,6 +14,7 @@ the compiled module.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +25,10 @@ import pyarrow.compute as pc
 
 from ..v1 import queue_service_pb2 as pb
 
+# Found by name, so that type checks read the same whether or not the extension was built.
+_native: Any
 try:
-    from . import _wire_arrow_c as _native  # type: ignore[attr-defined]
+    _native = importlib.import_module("._wire_arrow_c", __package__)
 except ImportError:  # not built: the pure-Python twins serve
     _native = None
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -115,7 +115,7 @@ ACK_RESULT_SCHEMA = pa.schema(
 """The schema of ``ack_arrow``'s result: per receipt, a ``LeaseStatus`` name (``"OK"``,
 ``"ALREADY_DELETED"``, ``"RECEIPT_SUPERSEDED"``, ...)."""
 
-ReceiptColumn = pa.Array | pa.ChunkedArray | pa.Table | pa.RecordBatch | Iterable[str]
+ReceiptColumn: TypeAlias = pa.Array | pa.ChunkedArray | pa.Table | pa.RecordBatch | Iterable[str]
 """What ``ack_arrow`` accepts: a string array (or chunked array), a table or record batch with
 a ``receipt`` column (e.g. ``receive_arrow``'s), or any iterable of receipt strings."""
 

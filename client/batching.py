@@ -51,7 +51,7 @@ def check_batch_bytes(max_batch_bytes: int) -> int:
 
 
 def send_entry_cost(
-    body: bytes, channel: str, dedup_id: str, attributes: Mapping[str, str] | None
+    body: bytes | str, channel: str, dedup_id: str, attributes: Mapping[str, str] | None
 ) -> int:
     """An upper bound of the bytes one SendMessages entry takes on the wire (lengths of text
     count characters: a few multi-byte characters in a channel or attribute are covered by the

@@ -11,11 +11,13 @@ Lives beside server/ and client/ (as `leaseq._native`) so that either may use it
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
+# Found by name, so that type checks read the same whether or not the extension was built.
 speedups: ModuleType | None
 try:
-    from . import speedups  # type: ignore[no-redef]
+    speedups = importlib.import_module(".speedups", __name__)
 except ImportError:  # not built (no compiler at install time): the callers' Python twins serve
     speedups = None
 

@@ -22,8 +22,9 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -77,6 +78,13 @@ class _Health(health_aio.HealthServicer):
     have sent the last status: the stock Watch never ends, so every client watching health (gRPC
     client-side health checking does) would hold the shutdown for the whole grace period."""
 
+    # The stock servicer's own state, which its type stubs do not declare.
+    _server_status: dict[str, Any]
+    _server_watchers: dict[str, asyncio.Condition]
+    _watcher_count_by_service: dict[str, int]
+    _gracefully_shutting_down: bool
+    _set: Callable[[str, Any], Awaitable[None]]
+
     def __init__(self) -> None:
         super().__init__()
         for name in _HEALTH_NAMES:
@@ -92,7 +100,9 @@ class _Health(health_aio.HealthServicer):
                 status = health_pb2.HealthCheckResponse.NOT_SERVING
             await self._set(name, status)
 
-    async def Watch(self, request: health_pb2.HealthCheckRequest, context) -> None:
+    async def Watch(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
         service = request.service
         condition = self._server_watchers[service]
         self._watcher_count_by_service[service] += 1
@@ -201,7 +211,7 @@ def build(
         store.subscribe(service.longpoll.store_changed)
     add_to_server(service, server)
     health = _Health()
-    health_pb2_grpc.add_HealthServicer_to_server(health, GenericOnly(server))
+    health_pb2_grpc.add_HealthServicer_to_server(health, GenericOnly(server))  # type: ignore[arg-type]  # a grpc.aio.Server in all it uses
     reflection.enable(
         GenericOnly(server),
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
@@ -213,7 +223,7 @@ def build(
         health_server = grpc.aio.server(
             options=listener_options + limits.health_server_options()
         )
-        health_pb2_grpc.add_HealthServicer_to_server(health, GenericOnly(health_server))
+        health_pb2_grpc.add_HealthServicer_to_server(health, GenericOnly(health_server))  # type: ignore[arg-type]
         health_port = _bind(health_server, health_listen, None)
     return LeaseqServer(
         server, port, service, health, stream_limiter, health_server, health_port, metrics

@@ -109,7 +109,7 @@ def to_rpc_status(error: LeaseqError) -> status_pb2.Status:
     from google.protobuf import any_pb2, duration_pb2
     from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-    details: list = []
+    details: list[any_pb2.Any] = []
 
     def error_info(reason: str, **metadata: object) -> None:
         details.append(

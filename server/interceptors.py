@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 class Observation:
     """One call's hooks; the defaults do nothing."""
 
-    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self.context = context  # the context the inner behaviour gets
 
     def response(self, response: Any) -> None:
@@ -51,7 +51,7 @@ class Observation:
         pass
 
 
-Start = Callable[[Any, grpc.aio.ServicerContext], Observation]
+Start = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Observation]
 
 
 def split_method(full_method: str) -> tuple[str, str]:
@@ -64,7 +64,7 @@ class CallEnding:
     """What deciding a call's final status needs, read while the call runs: its deadline (on the
     monotonic clock) and later its status code (a plain attribute of grpc's call state)."""
 
-    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         remaining = context.time_remaining()
         self._deadline = None if remaining is None else time.monotonic() + remaining
 
@@ -74,7 +74,7 @@ class CallEnding:
     def _ended_early(self) -> grpc.StatusCode:
         return grpc.StatusCode.DEADLINE_EXCEEDED if self.expired() else grpc.StatusCode.CANCELLED
 
-    def code(self, context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
+    def code(self, context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> grpc.StatusCode:
         """The status the call ended with. A handler that aborted set it on the context; one
         that was cancelled (client gone, deadline passed, shutdown grace over) did not. Called
         in the call's task, before grpc releases the call."""
@@ -95,7 +95,7 @@ class CallEnding:
 def _end(
     observation: Observation,
     ending: CallEnding,
-    context: grpc.aio.ServicerContext,
+    context: grpc.aio.ServicerContext[Any, Any],
     error: BaseException | None,
 ) -> None:
     try:
@@ -111,8 +111,10 @@ def _response(observation: Observation, response: Any) -> None:
         log.exception("an RPC observer failed")
 
 
-def _unary_response(inner: Callable[..., Any], start: Start, streaming_request: bool):
-    async def behaviour(request: Any, context: grpc.aio.ServicerContext) -> Any:
+def _unary_response(
+    inner: Callable[..., Any], start: Start, streaming_request: bool
+) -> Callable[..., Any]:
+    async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         ending = CallEnding(context)
         observation = start(None if streaming_request else request, context)
         error: BaseException | None = None
@@ -130,9 +132,11 @@ def _unary_response(inner: Callable[..., Any], start: Start, streaming_request: 
     return behaviour
 
 
-def _stream_response(inner: Callable[..., Any], start: Start, streaming_request: bool):
+def _stream_response(
+    inner: Callable[..., Any], start: Start, streaming_request: bool
+) -> Callable[..., Any]:
     # A coroutine writing its responses, not a generator: see the module docstring.
-    async def behaviour(request: Any, context: grpc.aio.ServicerContext) -> None:
+    async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         ending = CallEnding(context)
         observation = start(None if streaming_request else request, context)
         error: BaseException | None = None
@@ -151,7 +155,7 @@ def _stream_response(inner: Callable[..., Any], start: Start, streaming_request:
     return behaviour
 
 
-def observe(handler: grpc.RpcMethodHandler | None, start: Start) -> grpc.RpcMethodHandler | None:
+def observe(handler: grpc.RpcMethodHandler[Any, Any] | None, start: Start) -> grpc.RpcMethodHandler[Any, Any] | None:
     """The handler with its behaviour wrapped (see the module docstring); None stays None
     (an unknown method: gRPC answers UNIMPLEMENTED)."""
     if handler is None:
@@ -173,7 +177,8 @@ def observe(handler: grpc.RpcMethodHandler | None, start: Start) -> grpc.RpcMeth
         else:
             return handler  # a synchronous behaviour (not used here): left as it is
         # grpc's handlers are namedtuples (RpcMethodHandler is only their abstract type).
-        return cast(Any, handler)._replace(**{kind: wrapped})
+        replaced: grpc.RpcMethodHandler[Any, Any] = cast(Any, handler)._replace(**{kind: wrapped})
+        return replaced
     return handler
 
 
@@ -188,11 +193,11 @@ class ObservedHandlers:
 
     def __init__(self, start_for: Callable[[str, str], Start]) -> None:
         self._start_for = start_for
-        self._made: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler | None]] = {}
+        self._made: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any] | None]] = {}
 
     def get(
-        self, full_method: str, handler: grpc.RpcMethodHandler | None
-    ) -> grpc.RpcMethodHandler | None:
+        self, full_method: str, handler: grpc.RpcMethodHandler[Any, Any] | None
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         if handler is None:
             return None
         made = self._made.get(full_method)

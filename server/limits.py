@@ -28,10 +28,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import grpc.aio
@@ -161,7 +161,7 @@ class StreamLimiter(grpc.aio.ServerInterceptor):
         self.started = 0
         self.refused = 0
         self._changed: asyncio.Event | None = None
-        self._limited: tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler] | None = None
+        self._limited: tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]] | None = None
 
     def _set(self, active: int) -> None:
         self.active = active
@@ -182,8 +182,8 @@ class StreamLimiter(grpc.aio.ServerInterceptor):
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Any],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(details)
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler: grpc.RpcMethodHandler[Any, Any] | None = await continuation(details)
         if details.method != GET_MESSAGES or handler is None or handler.unary_stream is None:
             return handler
         # The same handler at every call unless an inner interceptor makes one per call (auth):
@@ -195,10 +195,10 @@ class StreamLimiter(grpc.aio.ServerInterceptor):
         self._limited = (handler, limited)
         return limited
 
-    def _limit(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        behaviour = handler.unary_stream
+    def _limit(self, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        behaviour = cast("Callable[..., AsyncGenerator[Any, None]]", handler.unary_stream)
 
-        async def limited(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def limited(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             if self.active >= self.limit:
                 self.refused += 1
                 await context.abort_with_status(rpc_status.to_status(_too_many(self.limit)))

@@ -96,7 +96,7 @@ class _TaggedContext:
     with trailing metadata (abort_with_status carries google.rpc details that way) replaces the
     trailers set before."""
 
-    def __init__(self, context: grpc.aio.ServicerContext, request_id: str) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext[Any, Any], request_id: str) -> None:
         self._context = context
         self._tag = ((REQUEST_ID_KEY, request_id),)
 
@@ -115,12 +115,12 @@ class _TaggedContext:
 
 class _Access(Observation):
     def __init__(
-        self, context: grpc.aio.ServicerContext, service: str, method: str, request: Any
+        self, context: grpc.aio.ServicerContext[Any, Any], service: str, method: str, request: Any
     ) -> None:
         self.request_id = request_id_from(context.invocation_metadata())
         self._token = request_id_var.set(self.request_id)
         context.set_trailing_metadata(((REQUEST_ID_KEY, self.request_id),))
-        super().__init__(cast(grpc.aio.ServicerContext, _TaggedContext(context, self.request_id)))
+        super().__init__(cast("grpc.aio.ServicerContext[Any, Any]", _TaggedContext(context, self.request_id)))
         # Read now: `end` may run when grpc is about to release the call, and the context's
         # peer() of a released call reads freed memory (interceptors' module docstring).
         self.peer = context.peer()
@@ -176,7 +176,7 @@ class RequestLogInterceptor(grpc.aio.ServerInterceptor):
 
     @staticmethod
     def _start_for(service: str, method: str) -> Start:
-        def start(request: Any, context: grpc.aio.ServicerContext) -> Observation:
+        def start(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Observation:
             return _Access(context, service, method, request)
 
         return start
@@ -185,7 +185,7 @@ class RequestLogInterceptor(grpc.aio.ServerInterceptor):
         self,
         continuation: Any,
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         return self._observed.get(handler_call_details.method, handler)
 

@@ -28,7 +28,7 @@ import hmac
 import json
 import math
 import secrets
-from typing import Any
+from typing import Any, cast
 
 from . import domain
 from .errors import InvalidArgument
@@ -210,4 +210,4 @@ class PageTokens:
             or payload.get("q") != queue
         ):
             raise InvalidArgument("message", "malformed message handle")
-        return float(visible_at), key, seq
+        return float(visible_at), cast(int, key), cast(int, seq)  # ints: checked above

@@ -30,7 +30,8 @@ def enable(server: Any, service_names: Iterable[str]) -> None:
     service_names (both reflection services are added)."""
     register_v1_descriptor()
     servicer = ReflectionServicer((*service_names, V1_SERVICE, V1ALPHA_SERVICE))
-    v1alpha_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+    # The stubs leave this generated function untyped.
+    v1alpha_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     v1 = grpc.method_handlers_generic_handler(
         V1_SERVICE,
         {

@@ -132,7 +132,7 @@ def _bearer(metadata: Sequence[tuple[str, Any]] | None) -> str | None:
         return None
     if len(values) > 1:
         raise _Denied(grpc.StatusCode.UNAUTHENTICATED, "more than one authorization header")
-    value = values[0]
+    value: str | bytes = values[0]
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     scheme, _, token = value.strip().partition(" ")
@@ -144,7 +144,7 @@ def _bearer(metadata: Sequence[tuple[str, Any]] | None) -> str | None:
     return token
 
 
-def certificate_names(context: grpc.aio.ServicerContext) -> list[str]:
+def certificate_names(context: grpc.aio.ServicerContext[Any, Any]) -> list[str]:
     """The verified client certificate's common name and subject alternative names (empty
     without a client certificate)."""
     try:
@@ -244,9 +244,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Any],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         method = details.method or ""
-        handler = await continuation(details)
+        handler: grpc.RpcMethodHandler[Any, Any] | None = await continuation(details)
         if not method.startswith(SERVICE_PREFIX) or handler is None:
             return handler  # health, reflection, unknown methods (UNIMPLEMENTED)
         rpc = method[len(SERVICE_PREFIX) :]
@@ -273,8 +273,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         # The service has no client-streaming RPC; one added later is refused until handled here.
         return _refusal(handler, grpc.StatusCode.PERMISSION_DENIED, f"{rpc}: not authorized")
 
-    def _unary(self, behaviour: Callable[..., Any], rpc: str, credentials: _Credentials):
-        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def _unary(
+        self, behaviour: Callable[..., Any], rpc: str, credentials: _Credentials
+    ) -> Callable[..., Any]:
+        async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
                 names = self._certificate_names(credentials, context)
                 _, principal = self.authorize(credentials, rpc, request, names)
@@ -290,8 +292,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
         return guarded
 
-    def _stream(self, behaviour: Callable[..., Any], rpc: str, credentials: _Credentials):
-        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    def _stream(
+        self, behaviour: Callable[..., Any], rpc: str, credentials: _Credentials
+    ) -> Callable[..., Any]:
+        async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             names = self._certificate_names(credentials, context)
             try:
                 policy, _ = self.authorize(credentials, rpc, request, names)
@@ -319,7 +323,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return guarded
 
 
-def _replace(handler: grpc.RpcMethodHandler, **behaviour: Any) -> grpc.RpcMethodHandler:
+def _replace(handler: grpc.RpcMethodHandler[Any, Any], **behaviour: Any) -> grpc.RpcMethodHandler[Any, Any]:
     factory = (
         grpc.unary_stream_rpc_method_handler
         if handler.unary_stream is not None
@@ -333,12 +337,12 @@ def _replace(handler: grpc.RpcMethodHandler, **behaviour: Any) -> grpc.RpcMethod
 
 
 def _refusal(
-    handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str
-) -> grpc.RpcMethodHandler:
-    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    handler: grpc.RpcMethodHandler[Any, Any], code: grpc.StatusCode, message: str
+) -> grpc.RpcMethodHandler[Any, Any]:
+    async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         await context.abort(code, message)
 
-    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         await context.abort(code, message)
         yield  # pragma: no cover - makes this an async generator
 
