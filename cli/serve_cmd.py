@@ -107,6 +107,14 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     "same store: azure-storage-queue with QueueEndpoint=http://HOST:PORT/<account>. Off by default.",
 )
 @_option(
+    "--oci-listen",
+    metavar="HOST:PORT",
+    type=ListenType(10443),
+    help="Also serve the OCI Queue API (20210201) over HTTP here, on the same store: the oci SDK's "
+    "QueueClient/QueueAdminClient with service_endpoint=http://HOST:PORT, or oci queue ... "
+    "--endpoint. Off by default.",
+)
+@_option(
     "--console-listen",
     metavar="HOST:PORT",
     type=ListenType(8080),
@@ -225,6 +233,7 @@ def serve(
     log_format: str,
     sqs_listen: str | None,
     azure_listen: str | None,
+    oci_listen: str | None,
     console_listen: str | None,
     workers: int,
 ) -> None:
@@ -249,6 +258,12 @@ def serve(
         raise click.UsageError(
             f"--azure-listen {azure_listen} is not a loopback address and there is no --auth-policy "
             "(azure_keys): pass --allow-unauthenticated to serve it anyway"
+        )
+    if oci_listen and security.policy is None and not allow_unauthenticated and not is_loopback(oci_listen):
+        # Without a policy the OCI endpoint takes any well-formed signature.
+        raise click.UsageError(
+            f"--oci-listen {oci_listen} is not a loopback address and there is no --auth-policy "
+            "(oci_keys): pass --allow-unauthenticated to serve it anyway"
         )
     if console_listen and security.policy is None and not allow_unauthenticated and not is_loopback(console_listen):
         raise click.UsageError(
@@ -291,6 +306,7 @@ def serve(
         max_connection_age_grace=max_connection_age_grace,
         sqs_listen=sqs_listen,
         azure_listen=azure_listen,
+        oci_listen=oci_listen,
         console_listen=console_listen,
     )
     try:

@@ -292,6 +292,7 @@ async def serve(
     max_connection_age_grace: float | None = None,
     sqs_listen: str | None = None,
     azure_listen: str | None = None,
+    oci_listen: str | None = None,
     console_listen: str | None = None,
     reuse_port: bool = False,
 ) -> None:
@@ -301,7 +302,8 @@ async def serve(
     health_listen: a plaintext port with grpc.health.v1 only; metrics_listen: Prometheus
     /metrics over HTTP; max_connection_age (+ _grace): `connection_options`; sqs_listen: the
     SQS-compatible HTTP endpoint (frontends/sqs) on this loop, over the same core; azure_listen:
-    the Azure Queue Storage-compatible one (frontends/azure), likewise; console_listen: the web
+    the Azure Queue Storage-compatible one (frontends/azure), likewise; oci_listen: the OCI
+    Queue-compatible one (frontends/oci), likewise; console_listen: the web
     console (frontends/console), likewise; reuse_port: one worker of `serve --workers N`, whose
     parent checked and holds the shared ports (workers.py).
 
@@ -314,6 +316,7 @@ async def serve(
         ("metrics", metrics_listen),
         ("SQS", sqs_listen),
         ("Azure", azure_listen),
+        ("OCI", oci_listen),
         ("console", console_listen),
     ):
         if text and not (reuse_port and name not in ("metrics", "console")):
@@ -358,6 +361,9 @@ async def serve(
                 "Azure", store, built, security, azure_listen, reuse_port
             )
             cleanup.push_async_callback(azure.stop)
+        if oci_listen:
+            oci = await _start_http_frontend("OCI", store, built, security, oci_listen, reuse_port)
+            cleanup.push_async_callback(oci.stop)
         if console_listen:
             console = await _start_console(built, security, console_listen)
             cleanup.push_async_callback(console.stop)
@@ -429,6 +435,8 @@ async def _start_http_frontend(
 
     if dialect == "SQS":
         from .frontends.sqs.app import SqsFrontend as Frontend
+    elif dialect == "OCI":
+        from .frontends.oci.app import OciFrontend as Frontend  # type: ignore[assignment]
     else:
         from .frontends.azure.app import AzureFrontend as Frontend  # type: ignore[assignment]
     frontend = Frontend(

@@ -35,6 +35,8 @@ The listeners:
                        server's, the RPC counters and process figures are worker 0's own share
                        (one process per scrape target; counters that jumped between workers
                        would be useless to Prometheus)
+    --oci-listen       worker 0 only: its work requests (what admin writes answer, polled by
+                       the SDK's waiters) live in one process's memory
     --console-listen   worker 0 only: its sign-in sessions live in one process's memory (a
                        request reaching another worker would be signed out); its counts are the
                        store's, its send/ack rates worker 0's own share
@@ -94,7 +96,7 @@ def run_workers(
     StartupError with one line."""
     texts = {"listen": listen, **{k: options.get(k) for k in _SHARED[1:]}}
     parsed = {k: parse_listen(v) for k, v in texts.items() if v}
-    alone = [options[k] for k in ("metrics_listen", "console_listen") if options.get(k)]
+    alone = [options[k] for k in ("metrics_listen", "console_listen", "oci_listen") if options.get(k)]
     check_free([*parsed.values(), *(parse_listen(text) for text in alone)])
     with ExitStack() as held:
         shared = {}
@@ -148,6 +150,7 @@ class _Supervisor:
         if index != 0:
             options["metrics_listen"] = None
             options["console_listen"] = None
+            options["oci_listen"] = None
         parent_end, child_end = self.context.Pipe(duplex=False)
         process = self.context.Process(
             target=worker_main,

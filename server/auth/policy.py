@@ -18,6 +18,10 @@ The policy file (TOML; YAML or JSON when the name ends in .yaml/.yml/.json, YAML
     # SharedKey signatures authenticate as this principal; several principals may share an
     # account name with different keys. Stored as given: keep the file private.
     azure_keys = [{ account = "orders", key = "..." }]
+    # The OCI endpoint (--oci-listen): API keys (the public key in PEM, as uploaded to OCI) whose
+    # request signatures authenticate as this principal; the key id the SDK signs with is
+    # "<tenancy>/<user>/<fingerprint>", the fingerprint computed from the key.
+    oci_keys = [{ tenancy = "ocid1.tenancy.oc1..x", user = "ocid1.user.oc1..y", public_key = "-----BEGIN PUBLIC KEY-----..." }]
 
     [[principals.grants]]
     queues = ["orders-*", "orders"]      # fnmatch patterns (* ? [...]), case-sensitive
@@ -133,6 +137,9 @@ class Policy:
     azure_keys: Mapping[str, tuple[tuple[bytes, Principal], ...]] = field(
         default_factory=dict, repr=False
     )
+    # "tenancy/user/fingerprint" -> (RSA public key, principal), for OCI request signatures
+    # (frontends/oci/signature.py)
+    oci_keys: Mapping[str, tuple[Any, Principal]] = field(default_factory=dict, repr=False)
 
     def by_token(self, token: str) -> Principal | None:
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
@@ -180,10 +187,11 @@ def policy_from_data(data: object) -> Policy:
     certificates: dict[str, Principal] = {}
     access_keys: dict[str, tuple[str, Principal]] = {}
     azure_keys: dict[str, tuple[tuple[bytes, Principal], ...]] = {}
+    oci_keys: dict[str, tuple[Any, Principal]] = {}
     seen_digests: set[bytes] = set()
     for index, entry in enumerate(entries):
         where = f"principals[{index}]"
-        entry = _keys(entry, {"name", "tokens", "certificates", "grants", "access_keys", "azure_keys"}, where)
+        entry = _keys(entry, {"name", "tokens", "certificates", "grants", "access_keys", "azure_keys", "oci_keys"}, where)
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             raise PolicyError(f"{where}.name: required, a non-empty string")
@@ -221,7 +229,8 @@ def policy_from_data(data: object) -> Policy:
             certificates[cert_name] = principal
         _access_keys(entry.get("access_keys", []), where, principal, access_keys)
         _azure_keys(entry.get("azure_keys", []), where, principal, azure_keys)
-    return Policy(tuple(principals), tuple(tokens), certificates, access_keys, azure_keys)
+        _oci_keys(entry.get("oci_keys", []), where, principal, oci_keys)
+    return Policy(tuple(principals), tuple(tokens), certificates, access_keys, azure_keys, oci_keys)
 
 
 def _credential_pairs(
@@ -269,6 +278,42 @@ def _azure_keys(
         if any(known == key for known, _ in into.get(account, ())):
             raise PolicyError(f"{k_where}: this key of account {account!r} is listed twice")
         into[account] = into.get(account, ()) + ((key, principal),)
+
+
+def _oci_keys(
+    raw: object, where: str, principal: Principal, into: dict[str, tuple[Any, Principal]]
+) -> None:
+    """A principal's oci_keys: {tenancy, user, public_key} tables (an RSA public key in PEM),
+    keyed by the key id OCI's SDKs sign with: tenancy/user/fingerprint, where the fingerprint is
+    the MD5 of the DER public key in colon-separated hex (as OCI's console shows it)."""
+    if not isinstance(raw, list):
+        raise PolicyError(f"{where}.oci_keys: a list of {{tenancy, user, public_key}} tables")
+    for index, table in enumerate(raw):
+        k_where = f"{where}.oci_keys[{index}]"
+        table = _keys(table, {"tenancy", "user", "public_key"}, k_where)
+        for name in ("tenancy", "user", "public_key"):
+            if not isinstance(table.get(name), str) or not table[name]:
+                raise PolicyError(f"{k_where}.{name}: required, a non-empty string")
+            if name != "public_key" and "/" in table[name]:
+                raise PolicyError(f"{k_where}.{name}: an OCID has no '/'")
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        try:
+            key = serialization.load_pem_public_key(table["public_key"].encode())
+        except ValueError:
+            key = None
+        if not isinstance(key, rsa.RSAPublicKey):
+            raise PolicyError(f"{k_where}.public_key: an RSA public key in PEM (BEGIN PUBLIC KEY)")
+        der = key.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        digest = hashlib.md5(der, usedforsecurity=False).hexdigest()
+        fingerprint = ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+        key_id = f"{table['tenancy']}/{table['user']}/{fingerprint}"
+        if key_id in into:
+            raise PolicyError(f"{k_where}: this key of user {table['user']!r} is listed twice")
+        into[key_id] = (key, principal)
 
 
 def parse_policy(text: str, suffix: str = ".toml") -> Policy:
