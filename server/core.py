@@ -1,20 +1,28 @@
-"""The queue's operations, below every front end (DESIGN.md "One core, several front ends").
+"""The queue's operations, below every front end, and the only caller of the store and of the
+long-poll machinery (docs/architecture.md).
 
-A front end (the SQS HTTP dialect today; the Azure dialect and the web console next) translates
-its wire format into calls of `QueueCore` with plain domain values (names, seconds, `NewMessage`,
-receipts) and the caller's `Principal`, and translates the results and the domain errors of
-`errors.py` back. What must hold whatever the dialect lives here, once:
+A front end (gRPC in service.py, the SQS and Azure HTTP dialects, the web console) translates its
+wire format into one call of `QueueCore` per operation with domain values (names, seconds,
+`NewMessage` or a column-wise `BodyBatch`, receipts, `ReceiveParams`) and the caller's
+`Principal`, and translates the results and the domain errors of `errors.py` back. What must
+hold whatever the dialect lives here, once:
 
-- range checks of queue configurations and of sent messages (the rules and bounds are `domain.rules`);
+- the checks of queue configurations and of sent messages (`domain.rules`: one definition);
 - grant checks: the same rules as `auth.RULES` gives gRPC (admin to create/change/delete/purge a
   queue and on the dead letter queue it names, send, receive, peek, ack, redrive, any action to
   read a queue, and list filtering). A principal of None means "not checked here": no policy is
   configured, or the gRPC interceptor has already checked the call;
-- long-poll waits and the wake-up notifications (the one `LongPoll` the gRPC service owns, so a
-  message sent through one front end wakes a waiting receive of another);
+- long-poll waits and the wake-up notifications (one `LongPoll` per server, shared by every
+  front end's core, so a message sent through one front end wakes a waiting receive of
+  another), and the byte budget of what receives and peeks read;
 - refusing new work while the server drains;
 - counting the messages sent and acknowledged per queue and second (`traffic.py`, the console's
-  rates), in send_checked and delete, which every front end calls.
+  rates), in send and delete.
+
+One send: `send` takes a list of messages (each checked, failing alone) or a `BodyBatch`, the
+usual batch as columns, which goes to `Store.send_batch` whole when it passes the same rule (the
+fast path, with no object per message). Receives: `get_messages` streams chunks (gRPC), `receive`
+answers one batch (the HTTP dialects); `peek` reads one page under the byte budget.
 
 For the web console: `find_message` reads one peeked message again by its position, and
 `admin_release` / `admin_delete` act on a leased message someone else holds (admin only) with the
@@ -23,12 +31,6 @@ operations, so API.md's fencing rules hold for them as for any consumer.
 
 A dialect's own ranges (SQS's WaitTimeSeconds up to 20 s, its 10-entry batches) stay in that
 dialect's module: this core only enforces leaseq's.
-
-The gRPC handlers (service.py) validate their protobuf requests and call this core too (with no
-principal: the auth interceptor has checked the call); `send_checked` takes values the gRPC
-validation has already checked, so its hot path does not check twice. GetMessages and
-PeekMessages stream in chunks under the server's byte budget and call LongPoll and the store
-directly.
 """
 
 from __future__ import annotations

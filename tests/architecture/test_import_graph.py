@@ -22,7 +22,7 @@ PACKAGE = "leaseq.server"
 
 FRONT_ENDS = ("leaseq.server.frontends", "leaseq.server.service", "leaseq.server.validation")
 STORES = ("leaseq.server.store",)
-BELOW_FRONT_ENDS = ("leaseq.server.store", "leaseq.server.longpoll", "leaseq.server.follow")
+BELOW_FRONT_ENDS = ("leaseq.server.store", "leaseq.server.longpoll", "leaseq.server.wakeups")
 ABOVE_STORES = (*FRONT_ENDS, "leaseq.server.core", "leaseq.server.app")
 DOMAIN = "leaseq.server.domain"
 DOMAIN_MAY_IMPORT = (DOMAIN, "leaseq.server.errors")

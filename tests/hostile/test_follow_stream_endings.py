@@ -20,7 +20,7 @@ import grpc.aio
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from leaseq.server.longpoll import Waker
+from leaseq.server.wakeups import Waker
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 from tests.hostile.conftest import url_for

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store.postgres import PostgresStore
+from leaseq.server.store.postgres import PostgresStore, Tuning
 from tests.support.postgres import fresh_schema, store_url
 
 
@@ -30,9 +30,15 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-async def store(url: str, clock: FakeClock) -> AsyncIterator[PostgresStore]:
+def tuning() -> Tuning:
+    """The store's constants (a test parametrizes `tuning` to shorten them)."""
+    return Tuning()
+
+
+@pytest.fixture
+async def store(url: str, clock: FakeClock, tuning: Tuning) -> AsyncIterator[PostgresStore]:
     """A store on a fake clock (time passed to every statement)."""
-    opened = PostgresStore.from_url(url, clock=clock)
+    opened = PostgresStore.from_url(url, clock=clock, tuning=tuning)
     await opened.open()
     try:
         yield opened

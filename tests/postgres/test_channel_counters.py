@@ -33,11 +33,13 @@ CHANNELS = ("", "red", "blue", "green")
 
 @asynccontextmanager
 async def _two_replicas(
-    schema: str, clock: FakeClock, pool_min: int, pool_max: int
+    schema: str, clock: FakeClock, pool_min: int, pool_max: int, tuning: pg.Tuning = pg.Tuning()
 ) -> AsyncIterator[list[PostgresStore]]:
     """Two stores on one schema (replicas) sharing `clock`, open for the block, closed after."""
     stores = [
-        PostgresStore.from_url(store_url(schema, pool_min=pool_min, pool_max=pool_max), clock=clock)
+        PostgresStore.from_url(
+            store_url(schema, pool_min=pool_min, pool_max=pool_max), clock=clock, tuning=tuning
+        )
         for _ in range(2)
     ]
     for store in stores:
@@ -188,21 +190,17 @@ class Mix:
             pass  # a stale receipt, an over-long body, ...: refused, nothing changed
 
 
-@pytest.fixture
-def small_sweeps(monkeypatch) -> None:
-    """Sweeps of at most 3 messages: expired messages wait unswept, and stats must count them
-    as expired, not as held."""
-    monkeypatch.setattr(
-        pg, "SWEEP_SQL", pg.SWEEP_SQL.replace(f"LIMIT {pg.SWEEP_LIMIT}", "LIMIT 3")
-    )
+SMALL_SWEEPS = pg.Tuning(sweep_limit=3)
+"""Sweeps of at most 3 messages: expired messages wait unswept, and stats must count them as
+expired, not as held."""
 
 
 @pytest.mark.parametrize("seed", range(4))
 async def test_counters_equal_the_rows_after_random_operations_on_two_replicas(
-    schema: str, seed: int, small_sweeps: None
+    schema: str, seed: int
 ) -> None:
     clock = FakeClock()
-    async with _two_replicas(schema, clock, pool_min=1, pool_max=3) as stores:
+    async with _two_replicas(schema, clock, pool_min=1, pool_max=3, tuning=SMALL_SWEEPS) as stores:
         await _create_queues(stores[0])
         mix = Mix(seed, stores, clock)
         for step in range(160):
@@ -231,10 +229,10 @@ def _counter_rows(schema: str) -> set[tuple[int, str]]:
     return set(rows)
 
 
-async def test_counters_carry_across_a_restart(schema: str, small_sweeps: None) -> None:
+async def test_counters_carry_across_a_restart(schema: str) -> None:
     clock = FakeClock()
     url = store_url(schema, pool_min=1, pool_max=3)
-    first = PostgresStore.from_url(url, clock=clock)
+    first = PostgresStore.from_url(url, clock=clock, tuning=SMALL_SWEEPS)
     await first.open()
     await _create_queues(first)
     mix = Mix(100, [first], clock)
@@ -245,7 +243,7 @@ async def test_counters_carry_across_a_restart(schema: str, small_sweeps: None) 
     receipts = mix.receipts
     await first.close()
 
-    again = PostgresStore.from_url(url, clock=clock)
+    again = PostgresStore.from_url(url, clock=clock, tuning=SMALL_SWEEPS)
     await again.open()
     try:
         assert {name: await again.stats(name) for name in QUEUES} == before
@@ -259,8 +257,9 @@ async def test_counters_carry_across_a_restart(schema: str, small_sweeps: None) 
         await again.close()
 
 
+@pytest.mark.parametrize("tuning", [SMALL_SWEEPS])
 async def test_stats_oldest_visible_skips_leased_delayed_and_expired_messages(
-    store: PostgresStore, clock: FakeClock, small_sweeps: None
+    store: PostgresStore, clock: FakeClock
 ) -> None:
     await store.create_queue("q", QueueConfig())
     await store.send("q", [NewMessage(body=b"short", ttl=10.0) for _ in range(5)])  # t0

@@ -33,9 +33,7 @@ async def _open_at_version(
 ) -> PostgresStore:
     """A store opened as schema `version` made it (only its migrations; monkeypatch.undo()
     brings back the current ones), with these queues."""
-    monkeypatch.setattr(pg, "MIGRATIONS", pg.MIGRATIONS[:version])
-    monkeypatch.setattr(pg, "SCHEMA_VERSION", version)
-    store = PostgresStore.from_url(url)
+    store = PostgresStore.from_url(url, tuning=pg.Tuning(migrations=tuple(pg.MIGRATIONS[:version])))
     await store.open()
     for name in queues:
         await store.create_queue(name, QueueConfig())
@@ -100,8 +98,7 @@ async def test_a_failed_migration_leaves_nothing_behind(schema: str, url: str, m
     # A migration whose last statement fails: the whole transaction rolls back, so a fixed
     # release starts again from a clean slate instead of from half a schema.
     broken = [(pg.SCHEMA_VERSION, pg.MIGRATIONS[0][1] + ["SELECT * FROM no_such_table"])]
-    monkeypatch.setattr(pg, "MIGRATIONS", broken)
-    store = PostgresStore.from_url(url)
+    store = PostgresStore.from_url(url, tuning=pg.Tuning(migrations=tuple(broken)))
     with pytest.raises(Exception, match="no_such_table"):
         await store.open()
     assert _tables(schema) == set()

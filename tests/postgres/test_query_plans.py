@@ -292,9 +292,8 @@ async def vacuumed_nearly_empty(schema: str, url: str, monkeypatch):
     a producer's backlog on a new queue, some of it leased, delivered and deleted, with no
     ANALYZE since. Yields (store session, parameters, store)."""
     # The store's own check (refresh_statistics) runs when the test says, not on its timer.
-    monkeypatch.setattr(pg, "STATS_CHECK_SECONDS", 3600.0)
     clock = FakeClock()
-    store = PostgresStore.from_url(url, clock=clock)
+    store = PostgresStore.from_url(url, clock=clock, tuning=pg.Tuning(stats_check_seconds=3600.0))
     await store.open()
     try:
         await store.create_queue("small", QueueConfig())

@@ -35,10 +35,10 @@ def _ceiling(schema: str) -> tuple[int, int]:
     return row
 
 
+@pytest.mark.parametrize("tuning", [pg.Tuning(sweep_limit=3)])
 async def test_expired_messages_past_the_sweep_bound_are_never_seen_and_always_counted(
-    store: PostgresStore, clock: FakeClock, schema: str, monkeypatch
+    store: PostgresStore, clock: FakeClock, schema: str
 ) -> None:
-    monkeypatch.setattr(pg, "SWEEP_SQL", pg.SWEEP_SQL.replace(f"LIMIT {pg.SWEEP_LIMIT}", "LIMIT 3"))
     await store.create_queue("q", QueueConfig())
     await store.send("q", [NewMessage(body=b"old", ttl=60.0) for _ in range(10)])
     await store.send("q", [NewMessage(body=b"new")])
@@ -53,10 +53,10 @@ async def test_expired_messages_past_the_sweep_bound_are_never_seen_and_always_c
     assert (await store.stats("q")).expired_total == 10
 
 
+@pytest.mark.parametrize("tuning", [pg.Tuning(sweep_limit=3)])
 async def test_a_purge_counts_unswept_expired_messages_as_expired(
-    store: PostgresStore, clock: FakeClock, monkeypatch
+    store: PostgresStore, clock: FakeClock
 ) -> None:
-    monkeypatch.setattr(pg, "SWEEP_SQL", pg.SWEEP_SQL.replace(f"LIMIT {pg.SWEEP_LIMIT}", "LIMIT 3"))
     await store.create_queue("q", QueueConfig())
     await store.send("q", [NewMessage(body=b"old", ttl=60.0) for _ in range(10)])
     await store.send("q", [NewMessage(body=b"new"), NewMessage(body=b"new")])

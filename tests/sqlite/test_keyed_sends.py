@@ -60,7 +60,7 @@ async def test_records_past_their_window_are_replaced(
 
 
 def test_the_insert_statements_are_well_formed() -> None:
-    from leaseq.server.store.sqlite.transaction import _insert_dedup_sql
+    from leaseq.server.store.sqlite.sending import _insert_dedup_sql
 
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE dedup (queue, dedup_id, message_id, until)")

@@ -13,7 +13,7 @@ from leaseq.server.clock import FakeClock
 from leaseq.server.domain.types import NewMessage, QueueConfig
 from leaseq.server.store.sqlite import SqliteStore
 from leaseq.server.store.sqlite.schema import INSERT_ROWS
-from leaseq.server.store.sqlite.transaction import _statements
+from leaseq.server.store.sqlite.sending import _statements
 
 from .conftest import read_only
 

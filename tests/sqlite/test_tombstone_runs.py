@@ -133,7 +133,7 @@ async def test_a_version_1_file_is_migrated_and_its_tombstones_still_answer(
 def test_runs_of_a_delete_cover_exactly_its_keys(deleted) -> None:
     """_runs (one tombstone row per run) against the plain definition: every deleted key is in
     exactly one run, with its seq, and runs of one seq never touch (else they would be one)."""
-    from leaseq.server.store.sqlite.transaction import _runs
+    from leaseq.server.store.sqlite.schema import _runs
 
     runs = _runs(deleted)
     covered = {key: seq for first, last, seq in runs for key in range(first, last + 1)}

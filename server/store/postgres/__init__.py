@@ -208,15 +208,24 @@ Modules
     transaction.py    _Tx: one operation's transaction, the rows it reads
     notifications.py  ChangeFeed: NOTIFY after commit, LISTEN, the safety-net wake-up
     queue_infos.py    get_queue's answers kept while changes are heard
-    store.py          PostgresStore, the Store facade
+    sending.py        sends: the one-statement send, dedup claims
+    receiving.py      receives: the one-statement receive, attempts, dead letters, in flight
+    leasing.py        ChangeVisibility, DeleteMessages, UpdateMessage, redrive
+    maintenance.py    housekeeping and the planner statistics check
+    store.py          PostgresStore, the Store facade (its constants passed in: settings.Tuning)
 """
 
 from __future__ import annotations
 
-import sys
-import types
-
-from . import connection, notifications, schema, settings, statements, store, transaction
+from . import (
+    connection,
+    notifications,
+    schema,
+    settings,
+    statements,
+    store,
+    transaction,
+)
 from .connection import DatabaseClock
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .settings import (
@@ -229,6 +238,7 @@ from .settings import (
     STATS_CHECK_SECONDS,
     SWEEP_LIMIT,
     PostgresSettings,
+    Tuning,
     parse_url,
     with_pool_size,
 )
@@ -264,21 +274,4 @@ from .statements import (
 )
 from .store import PostgresStore
 
-__all__ = ["DatabaseClock", "PostgresSettings", "PostgresStore", "parse_url"]
-
-_MODULES = (settings, statements, schema, connection, transaction, notifications, store)
-
-
-class _Package(types.ModuleType):
-    """Setting a constant on the package (tests patch MIGRATIONS, SWEEP_SQL, STATS_CHECK_SECONDS
-    with monkeypatch.setattr) sets it in every module that reads it: each module imported the
-    name into its own namespace when the package was one module."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        for module in _MODULES:
-            if name in vars(module):
-                setattr(module, name, value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+__all__ = ["DatabaseClock", "PostgresSettings", "PostgresStore", "Tuning", "parse_url"]

@@ -1,18 +1,19 @@
 """The change feed of the PostgreSQL store: NOTIFY after commits, one LISTEN connection per
-server (see the package docstring, Notifications)."""
+server (see the package docstring, Notifications). The store owns one Notifier."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+import secrets
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg_pool import PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .queue_infos import CONFIG_ORIGIN
+from .queue_infos import CONFIG_ORIGIN, QueueInfos
 from .settings import FALLBACK_WAKE_SECONDS, LISTEN_BACKOFF_MAX, NOTIFY_GAP_SECONDS
 
 log = logging.getLogger(__name__)
@@ -21,8 +22,50 @@ log = logging.getLogger(__name__)
 Listener = Callable[[str | None], None]
 
 
-class ChangeFeed:
-    """PostgresStore's change feed methods (its state is made in PostgresStore.__init__)."""
+class Notifier:
+    """A store's side of the change feed: what it publishes (NOTIFY, coalesced, after commit)
+    and what it hears (LISTEN), told to its subscribers. The store gives it its pool (None
+    while closed), a way to check the pool after a failure, and the queue configurations it
+    keeps (queue_infos.py), which the listener keeps honest."""
+
+    def __init__(
+        self,
+        channel: str,
+        queue_infos: QueueInfos,
+        pool: Callable[[], AsyncConnectionPool | None],
+        check_pool: Callable[[], Awaitable[None]],
+        conninfo: str,
+    ) -> None:
+        self.channel = channel
+        self._conninfo = conninfo
+        self._origin = secrets.token_hex(8)  # this replica's mark on its own notifications
+        self._queue_infos = queue_infos
+        self._pool_of = pool
+        self._check_pool = check_pool
+        self._listeners: list[Listener] = []
+        self._pending: set[str] = set()
+        self._pending_event = asyncio.Event()
+        self._closing = False
+        self.listening = asyncio.Event()  # set while the LISTEN connection is up
+
+    @property
+    def _pool(self) -> AsyncConnectionPool | None:
+        return self._pool_of()
+
+    def start(self, connect_kwargs: dict[str, Any]) -> list[asyncio.Task[None]]:
+        """The listener and the publisher, as tasks of the running loop (the store's)."""
+        self._closing = False
+        self._pending_event = asyncio.Event()
+        self.listening = asyncio.Event()
+        return [
+            asyncio.create_task(self._listen(connect_kwargs), name="leaseq-pg-listen"),
+            asyncio.create_task(self._publish_loop(), name="leaseq-pg-notify"),
+        ]
+
+    def closing(self) -> None:
+        """The store closes: the listener stops; what is pending is still published."""
+        self._closing = True
+        self._pending_event.set()
 
     # -- the change feed ---------------------------------------------------------------------
 
@@ -38,21 +81,21 @@ class ChangeFeed:
 
         return unsubscribe
 
-    def _fire(self, queue: str | None) -> None:
+    def fire(self, queue: str | None) -> None:
         for listener in list(self._listeners):
             try:
                 listener(queue)
             except Exception:
                 log.exception("a store change listener failed")
 
-    def _config_notify_sql(self, name: str) -> tuple[str, tuple[str, str]]:
+    def config_notify_sql(self, name: str) -> tuple[str, tuple[str, str]]:
         """The statement that tells every replica, when the transaction running it commits, that
         the queue's row changed (queue_infos.py). Inside the transaction: it cannot be lost
         while a replica listens, and a rollback takes it back. (Queue changes are rare: the
         notify lock that sends and acks avoid does not matter here.)"""
         return "SELECT pg_notify(%s, %s)", (self.channel, f"{CONFIG_ORIGIN} {self._origin} {name}")
 
-    def _publish(self, queues: Iterable[str]) -> None:
+    def publish(self, queues: Iterable[str]) -> None:
         queues = [q for q in queues if q]
         if queues and self._pool is not None:
             self._pending.update(queues)
@@ -104,7 +147,7 @@ class ChangeFeed:
         while not self._closing:
             try:
                 conn = await psycopg.AsyncConnection.connect(
-                    self.conninfo, autocommit=True, **kwargs
+                    self._conninfo, autocommit=True, **kwargs
                 )
             except Exception as error:
                 log.warning("LISTEN connection failed (retrying in %.1fs): %s", backoff, error)
@@ -119,7 +162,7 @@ class ChangeFeed:
                     self.listening.set()
                     backoff = 0.05
                     # Anything may have happened while nobody listened.
-                    self._fire(None)
+                    self.fire(None)
                     while True:
                         async for notify in conn.notifies(timeout=FALLBACK_WAKE_SECONDS):
                             origin, _, queue = notify.payload.partition(" ")
@@ -128,8 +171,8 @@ class ChangeFeed:
                                 if origin != self._origin:  # this one forgot at its commit
                                     self._queue_infos.forget(queue)
                             elif origin != self._origin:
-                                self._fire(queue)
-                        self._fire(None)  # the slow safety net (see the module docstring)
+                                self.fire(queue)
+                        self.fire(None)  # the slow safety net (see the module docstring)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -138,6 +181,6 @@ class ChangeFeed:
                 self._queue_infos.set_enabled(False)
                 self.listening.clear()
             if not self._closing:
-                self._fire(None)
+                self.fire(None)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, LISTEN_BACKOFF_MAX)

@@ -4,6 +4,7 @@ docstring, Schema and migrations)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -291,10 +292,15 @@ def _lock_key(schema: str) -> str:
     return f"leaseq:migrate:{schema}"
 
 
-async def _migrate(conn: psycopg.AsyncConnection[Any], schema: str) -> bytes:
-    """Create the schema or bring it to SCHEMA_VERSION, under an advisory lock (replicas that
-    start together take turns); return the receipt signing key. One transaction: a failed
-    migration leaves nothing behind."""
+async def _migrate(
+    conn: psycopg.AsyncConnection[Any],
+    schema: str,
+    migrations: Sequence[tuple[int, list[str]]] = MIGRATIONS,
+) -> bytes:
+    """Create the schema or bring it to the last of migrations' versions (SCHEMA_VERSION),
+    under an advisory lock (replicas that start together take turns); return the receipt
+    signing key. One transaction: a failed migration leaves nothing behind."""
+    latest = migrations[-1][0]
     quoted = sql.Identifier(schema).as_string(conn)
     async with conn.transaction():
         await conn.execute(
@@ -310,22 +316,22 @@ async def _migrate(conn: psycopg.AsyncConnection[Any], schema: str) -> bytes:
         )
         row = await cur.fetchone()
         version = 0 if row is None else int(bytes(row[0]).decode())
-        if version > SCHEMA_VERSION:
+        if version > latest:
             raise RuntimeError(
                 f"the PostgreSQL schema {schema!r} has version {version};"
-                f" this leaseq knows versions up to {SCHEMA_VERSION}"
+                f" this leaseq knows versions up to {latest}"
             )
-        for number, statements in MIGRATIONS:
+        for number, statements in migrations:
             if number <= version:
                 continue
             log.info("migrating PostgreSQL schema %s to version %d", schema, number)
             for statement in statements:
                 await conn.execute(statement.replace("{schema}", quoted))
-        if version != SCHEMA_VERSION:
+        if version != latest:
             await conn.execute(
                 f"INSERT INTO {quoted}.meta (name, value) VALUES ('schema_version', %s)"
                 " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
-                (str(SCHEMA_VERSION).encode(),),
+                (str(latest).encode(),),
             )
         cur = await conn.execute(
             f"INSERT INTO {quoted}.meta (name, value) VALUES ('receipt_signing_key', %s)"

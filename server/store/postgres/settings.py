@@ -141,3 +141,14 @@ def _query(params: list[tuple[str, str]]) -> str:
     writes a space as '+', which libpq keeps as a '+': `options=-c%20statement_timeout=5s`
     reached the server as `-c+statement_timeout=5s` and the connection was refused.)"""
     return urlencode(params, quote_via=quote)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What a PostgresStore may be given instead of the module's constants (tests shorten
+    them): the migrations to apply (None: schema.MIGRATIONS, all of them), the most expired
+    messages one sweep removes, and how often the planner statistics are checked."""
+
+    migrations: tuple[tuple[int, list[str]], ...] | None = None
+    sweep_limit: int = SWEEP_LIMIT
+    stats_check_seconds: float = STATS_CHECK_SECONDS

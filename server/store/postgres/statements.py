@@ -44,16 +44,20 @@ def open_queue_sql(lock: str = "", ceiling: bool = False) -> str:
 # transaction holds skipped, counted in the queue's expired total. The rows are named by ctid
 # (locked by the pick, so it holds), as in deliver_sql: by key, statistics of a nearly empty
 # table let the planner read all of messages_visible (which holds key) for the DELETE.
-SWEEP_SQL = f"""
+def sweep_sql(limit: int = SWEEP_LIMIT) -> str:
+    return f"""
     WITH expired AS (
         DELETE FROM messages WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM messages WHERE queue = %(queue)b AND expires_at <= %(now)b
-            ORDER BY expires_at LIMIT {SWEEP_LIMIT} FOR UPDATE SKIP LOCKED))
+            ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED))
         RETURNING 1)
     INSERT INTO queue_counters AS c (queue, slot, expired)
     SELECT %(queue)b, {SLOT_SQL}, count(*) FROM expired HAVING count(*) > 0
     ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired
 """
+
+
+SWEEP_SQL = sweep_sql()
 
 # "Not expired" as a filter, never an index condition: as one, a generic plan (psycopg prepares
 # statements after a few runs) may prefer a range of messages_expiry over the ordered scan of
@@ -443,7 +447,7 @@ CUSTOM_PLAN_SQL = "SET plan_cache_mode = force_custom_plan"
 
 # The queue as the one-statement operations read it: q.now, its id and uid, and whether it holds
 # expired messages (open_queue_sql's probe). Statements built on it end with q.now and q.id.
-_QUEUE_NOW = f"""
+_QUEUE_NOW = """
     SELECT c.now, q.id, q.uid,
         (SELECT m.expires_at FROM messages m WHERE m.queue = q.id AND m.expires_at <= c.now
          ORDER BY m.expires_at LIMIT 1) IS NOT NULL AS has_expired"""

@@ -88,9 +88,14 @@ class _Tx:
     statement has read it."""
 
     def __init__(
-        self, conn: psycopg.AsyncConnection[Any], codec: ReceiptCodec, clock_now: float | None
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        codec: ReceiptCodec,
+        clock_now: float | None,
+        sweep: str = SWEEP_SQL,
     ) -> None:
         self.conn = conn
+        self.sweep = sweep  # the store's SWEEP_SQL (statements.sweep_sql of its tuning)
         self.codec = codec
         self.clock_now = clock_now  # the injected clock's reading; None: the database's now()
         self.now = math.nan
@@ -139,7 +144,7 @@ class _Tx:
                 found, leases_counted=counted, grants_at_count=grants_at_count, granted=row[n + 3]
             )
         if has_expired:
-            await self.run(SWEEP_SQL, self.p(found))
+            await self.run(self.sweep, self.p(found))
         return found
 
     async def queue(self, name: str, lock: str = "", ceiling: bool = False) -> _Queue:

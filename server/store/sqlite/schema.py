@@ -7,6 +7,8 @@ import dataclasses
 import functools
 import json
 import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from ...domain.types import QueueConfig
@@ -477,3 +479,40 @@ def _initialize(conn: sqlite3.Connection) -> bytes:
 def _meta(conn: sqlite3.Connection, name: str) -> Any:
     row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
     return None if row is None else row[0]
+
+
+# Keys per `IN (...)` list: far below SQLite's variable limit, and a handful of distinct
+# statement shapes for the statement cache.
+IN_CHUNK = 500
+
+
+def _chunks(items: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+_SEQ = itemgetter(1)
+
+
+def _runs(deleted: Iterable[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(first key, last key, receipt_seq) of each run of consecutive keys with one seq: a
+    tombstone row each (schema.py). The keys are distinct (a message is deleted once)."""
+    runs: list[tuple[int, int, int]] = []
+    ordered = sorted(deleted)
+    if ordered and ordered[-1][0] - ordered[0][0] + 1 == len(ordered):
+        # Distinct keys spanning exactly their count are consecutive (the usual ack of a batch
+        # sent together): one run when they share one seq, found without a loop in Python.
+        if len(set(map(_SEQ, ordered))) == 1:
+            return [(ordered[0][0], ordered[-1][0], ordered[0][1])]
+    first = last = seq = -1
+    for key, key_seq in ordered:
+        if key == last + 1 and key_seq == seq:
+            last = key
+            continue
+        if first >= 0:
+            runs.append((first, last, seq))
+        first = last = key
+        seq = key_seq
+    if first >= 0:
+        runs.append((first, last, seq))
+    return runs

@@ -30,8 +30,9 @@ from ...errors import QueueNotFound, Unavailable
 from ...receipts import ReceiptCodec
 from .open_errors import cannot_open, check_path, explain
 from .reader import _Reader
+from .reads import Decoded, finish_delivery, peek_scan, stats_scan
 from .schema import _initialize
-from .transaction import HOUSEKEEPING_SECONDS, Decoded, _Tx, finish_delivery, peek_scan, stats_scan
+from .transaction import HOUSEKEEPING_SECONDS, _Tx
 from .writer import HEAVY, _Writer
 
 T = TypeVar("T")

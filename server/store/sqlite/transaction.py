@@ -3,37 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
-from operator import attrgetter, itemgetter
+from itertools import repeat
 from typing import Any, TypeVar
 
 from ...domain import leases as decide
-from ...domain.leases import Lease, Tombstone, fence, fence_lease, lease_result, message_state
+from ...domain.leases import Lease, Tombstone, fence, fence_lease, lease_result
 from ...domain.limits import TOMBSTONE_SECONDS
-from ...domain.rules import bytes_reached, new_message_ids
+from ...domain.rules import bytes_reached
 from ...domain.types import (
     AllDeleted,
-    CountsByState,
     DeleteOutcome,
-    DeliveredMessage,
     LeaseResult,
     LeaseStatus,
-    MessageState,
     NewMessage,
-    PeekCursor,
-    PeekedMessage,
-    PeekPage,
     QueueConfig,
     QueueInfo,
-    QueueStats,
-    ReceiveOutcome,
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
@@ -47,6 +37,7 @@ from ...errors import (
     QueueNotFound,
 )
 from ...receipts import ReceiptCodec, new_queue_uid
+from .reads import Decoded, Delivery, StatsCounters
 from .schema import (
     _CONFIG_FIELDS,
     ADD_LIFETIME_SQL,
@@ -56,30 +47,25 @@ from .schema import (
     DELETE_CURRENT_SQL,
     DELIVER_SQL,
     IN_FLIGHT_SQL,
-    INSERT_ROWS,
     INSERT_TOMBSTONES_SQL,
     MAX_LIFETIMES,
     NEXT_VISIBLE_SQL,
-    OLDEST_IN_CLASS_SQL,
-    OLDEST_VISIBLE_SQL,
     QUEUE_BY_NAME_SQL,
     QUEUE_COLUMNS,
-    ROW_COLUMNS,
     SIZE_SQL,
     SWEEP_SQL,
     TOMBSTONE_RUN_SQL,
-    UNAVAILABLE_SQL,
     _Candidate,
     _channel_clause,
+    _chunks,
     _decode_attributes,
     _encode_attributes,
-    _Row,
+    _runs,
     candidates_sql,
-    insert_bodies_sql,
-    insert_rows_sql,
     leases_by_key_sql,
     picked_sql,
 )
+from .sending import Sends
 
 T = TypeVar("T")
 
@@ -91,71 +77,6 @@ HOUSEKEEPING_ROWS = 5_000
 # Candidates read per statement by a receive on a queue with a dead letter queue (see _pick).
 PICK_READ_AHEAD = 64
 
-# Keys per `IN (...)` list: far below SQLite's variable limit, and a handful of distinct
-# statement shapes for the statement cache.
-IN_CHUNK = 500
-
-def _chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _statements(rows: int) -> Iterator[tuple[int, int]]:
-    """(first row, row count) of each multi-row INSERT for `rows` rows, in order: as many of
-    INSERT_ROWS[0] rows as fit, then of the next size, down to single rows."""
-    start = 0
-    for size in INSERT_ROWS:
-        while rows - start >= size:
-            yield start, size
-            start += size
-
-
-@functools.cache
-def _insert_dedup_sql(verb: str, count: int) -> str:
-    """`verb` INTO dedup of `count` records (as many rows per statement as the messages'
-    INSERT: one executemany step per row cost three times as much): parameters ?1, ?2 are the
-    queue and `until` they share, then a dedup_id and a message_id per record."""
-    rows = ", ".join(f"(?1, ?{3 + 2 * i}, ?{4 + 2 * i}, ?2)" for i in range(count))
-    return f"{verb} INTO dedup (queue, dedup_id, message_id, until) VALUES {rows}"
-
-
-_BODY = attrgetter("body")
-_SEQ = itemgetter(1)
-
-
-def _plain(message: NewMessage) -> bool:
-    """Only a body: no attributes, channel, delay, ttl or dedup id (send's fast path)."""
-    return (
-        not message.attributes
-        and not message.channel
-        and message.delay is None
-        and message.ttl is None
-        and not message.dedup_id
-    )
-
-
-def _runs(deleted: Iterable[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    """(first key, last key, receipt_seq) of each run of consecutive keys with one seq: a
-    tombstone row each (schema.py). The keys are distinct (a message is deleted once)."""
-    runs: list[tuple[int, int, int]] = []
-    ordered = sorted(deleted)
-    if ordered and ordered[-1][0] - ordered[0][0] + 1 == len(ordered):
-        # Distinct keys spanning exactly their count are consecutive (the usual ack of a batch
-        # sent together): one run when they share one seq, found without a loop in Python.
-        if len(set(map(_SEQ, ordered))) == 1:
-            return [(ordered[0][0], ordered[-1][0], ordered[0][1])]
-    first = last = seq = -1
-    for key, key_seq in ordered:
-        if key == last + 1 and key_seq == seq:
-            last = key
-            continue
-        if first >= 0:
-            runs.append((first, last, seq))
-        first = last = key
-        seq = key_seq
-    if first >= 0:
-        runs.append((first, last, seq))
-    return runs
 
 
 # --- one operation's view of the database ---------------------------------------------------
@@ -181,212 +102,6 @@ class _Queue:
 
     def info(self) -> QueueInfo:
         return QueueInfo(self.name, self.config, self.create_time)
-
-
-def _state(row: _Row, now: float) -> MessageState:
-    return message_state(row.visible_at, row.leased, now)
-
-
-@dataclass(slots=True)
-class Delivery:
-    """What a receive leased, as the writer leaves it: the queue's uid and the rows
-    (DELIVERED_COLUMNS, in delivery order). The receipts and DeliveredMessages are made from it
-    after the commit (`finish_delivery`), outside the group's transaction, so that the writer,
-    the store's bottleneck, spends its time in SQLite rather than in Python (issue 6)."""
-
-    uid: int
-    rows: list[tuple[Any, ...]]
-    next_visible_at: float | None = None
-    # The visible_at the delivery gave every row; None for an attempt's replay, whose rows
-    # each end with their own.
-    visible_at: float | None = None
-
-
-@dataclass(slots=True)
-class Decoded:
-    """Receipts verified on the event loop against the uid the store last saw for the queue;
-    the operation uses them only if that is still the queue's uid."""
-
-    uid: int
-    receipts: list[tuple[int, int] | None]
-
-
-def finish_delivery(codec: ReceiptCodec, delivery: Delivery) -> ReceiveOutcome:
-    rows = delivery.rows
-    receipts = codec.encode_many(delivery.uid, [(row[0], row[6]) for row in rows])
-    visible_at = delivery.visible_at
-    if visible_at is None:  # an attempt's replay: each row ends with its own visible_at
-        return ReceiveOutcome(
-            [_delivered(receipt, *row) for receipt, row in zip(receipts, rows)],
-            next_visible_at=delivery.next_visible_at,
-        )
-    return ReceiveOutcome(
-        [
-            DeliveredMessage(
-                key, message_id, receipt, body, {}, "", enqueued_at, expires_at, visible_at,
-                delivery_count, "",
-            )
-            if rare is None
-            else _delivered(
-                receipt, key, message_id, body, enqueued_at, expires_at, delivery_count, 0, rare,
-                visible_at,
-            )
-            for receipt, (
-                key, message_id, body, enqueued_at, expires_at, delivery_count, _, rare
-            ) in zip(receipts, rows)
-        ],
-        next_visible_at=delivery.next_visible_at,
-    )
-
-
-def _delivered(
-    receipt: str,
-    key: int,
-    message_id: str,
-    body: bytes,
-    enqueued_at: float,
-    expires_at: float,
-    delivery_count: int,
-    receipt_seq: int,
-    rare: str | None,
-    visible_at: float,
-) -> DeliveredMessage:
-    """The message of a DELIVERED_COLUMNS row (and its visible_at), rarely set fields included."""
-    attributes, channel, last_error = json.loads(rare) if rare is not None else (None, "", "")
-    return DeliveredMessage(
-        key, message_id, receipt, body, _decode_attributes(attributes), channel, enqueued_at,
-        expires_at, visible_at, delivery_count, last_error,
-    )
-
-
-@dataclass(frozen=True)
-class StatsCounters:
-    """What stats takes from the writer: the queue, the instant, and its counters."""
-
-    queue_id: int
-    now: float
-    dead_lettered_total: int
-    expired_total: int
-    deleted_total: int
-
-
-def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
-    """Counts by channel and state at counters.now, without reading the queue's visible messages:
-    each channel's total from channel_counts, the leased and delayed ones (visible_at > now) from
-    the messages_visible range after now, visible = total - those; the oldest visible message
-    the least of each lifetime class's (schema._LIFETIMES), found by walking an index past the
-    class's unavailable messages. So the cost grows with the leased and delayed messages, not
-    the backlog (issue 20: a few ms at 1,000,000 waiting). Runs on the store's read connection
-    (SqliteStore._read), in one read transaction: one snapshot."""
-    now, queue_id = counters.now, counters.queue_id
-    conn.execute("BEGIN")
-    try:
-        totals = conn.execute(
-            "SELECT channel, total FROM channel_counts WHERE queue = ? AND total > 0", (queue_id,)
-        ).fetchall()
-        unavailable = {
-            channel: (leased, delayed)
-            for channel, leased, delayed in conn.execute(UNAVAILABLE_SQL, (queue_id, now))
-        }
-        oldest = _oldest_visible(conn, queue_id, now)
-    finally:
-        conn.execute("COMMIT")
-    channels = {}
-    for channel, total in totals:
-        leased, delayed = unavailable.get(channel, (0, 0))
-        channels[channel] = CountsByState(total - leased - delayed, leased, delayed)
-    return QueueStats.from_channels(
-        channels,
-        oldest,
-        now,
-        dead_lettered_total=counters.dead_lettered_total,
-        expired_total=counters.expired_total,
-        deleted_total=counters.deleted_total,
-    )
-
-
-def _oldest_visible(conn: sqlite3.Connection, queue_id: int, now: float) -> float | None:
-    """The enqueue time of the queue's oldest visible message: the least over its lifetime
-    classes (every message's class is in `lifetimes`)."""
-    found: list[float] = []
-    for (lifetime,) in conn.execute(
-        "SELECT lifetime FROM lifetimes WHERE queue = ?", (queue_id,)
-    ).fetchall():
-        if lifetime > 0:
-            row = conn.execute(OLDEST_IN_CLASS_SQL, (queue_id, lifetime, now)).fetchone()
-        else:
-            row = conn.execute(OLDEST_VISIBLE_SQL, (queue_id, now)).fetchone()
-        if row is not None and row[0] is not None:
-            found.append(row[0])
-    return min(found, default=None)
-
-
-def peek_scan(
-    conn: sqlite3.Connection,
-    queue_id: int,
-    now: float,
-    max_messages: int,
-    channel_filter: str,
-    include_leased: bool,
-    include_delayed: bool,
-    after: PeekCursor | None,
-    max_bytes: int | None = None,
-) -> PeekPage:
-    """A page of messages in (visible_at, key) order after the cursor, states as at `now`, ending
-    after the message that reaches max_bytes (base.py). Runs on the read connection, like
-    stats_scan: a page may hold 10,000 messages. Rows are read one by one, so a page cut by bytes
-    reads no body past its last message."""
-    state_clause, state_params = _peek_states(include_leased, include_delayed, now)
-    clause, clause_params = _channel_clause(channel_filter)
-    cursor = " AND (visible_at, key) > (?, ?)" if after is not None else ""
-    sql = (
-        f"SELECT {ROW_COLUMNS} FROM messages WHERE queue = ?{state_clause}{clause}{cursor}"
-        " ORDER BY visible_at, key LIMIT ?"
-    )
-    params = (queue_id, *state_params, *clause_params, *(after or ()), max_messages + 1)
-    page: list[_Row] = []
-    more, taken = False, 0
-    for values in conn.execute(sql, params):
-        if len(page) == max_messages or bytes_reached(taken, max_bytes):
-            more = True  # cut by bytes: the next page starts after this one's last message
-            break
-        row = _Row(*values)
-        page.append(row)
-        taken += len(row.body) + len(row.attributes or "")
-    return PeekPage(
-        messages=[_peeked(row, now) for row in page],
-        next_cursor=(page[-1].visible_at, page[-1].key) if more and page else None,
-    )
-
-
-def _peek_states(
-    include_leased: bool, include_delayed: bool, now: float
-) -> tuple[str, tuple[Any, ...]]:
-    if include_leased and include_delayed:
-        return "", ()
-    if include_leased:
-        return " AND (visible_at <= ? OR leased = 1)", (now,)
-    if include_delayed:
-        return " AND (visible_at <= ? OR leased = 0)", (now,)
-    return " AND visible_at <= ?", (now,)
-
-
-def _peeked(row: _Row, now: float) -> PeekedMessage:
-    return PeekedMessage(
-        key=row.key,
-        message_id=row.message_id,
-        body=row.body,
-        attributes=_decode_attributes(row.attributes),
-        channel=row.channel,
-        enqueued_at=row.enqueued_at,
-        expires_at=row.expires_at,
-        visible_at=row.visible_at,
-        delivery_count=row.delivery_count,
-        last_error=row.last_error,
-        state=_state(row, now),
-        receipt_seq=row.receipt_seq,
-        source_queue=row.source_queue,
-    )
 
 
 class _Tx:
@@ -577,205 +292,20 @@ class _Tx:
             found.id, self.now, found.dead_lettered_total, found.expired_total, found.deleted_total
         )
 
-    # -- send --------------------------------------------------------------------------------
+    # -- send (sending.py) ------------------------------------------------------------------
 
     def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
-        found = self.queue(name)
-        config, now = found.config, self.now
-        if all(_plain(m) for m in messages):
-            return [SendOutcome(i) for i in self._insert_bodies(found, list(map(_BODY, messages)))]
-        known = self._live_dedup(found, {m.dedup_id for m in messages if m.dedup_id})
-        outcomes: list[SendOutcome] = []
-        rows: list[tuple[Any, ...]] = []
-        records: list[tuple[Any, ...]] = []
-        ids = new_message_ids(len(messages))
-        classes = self._lifetime_classes(
-            found.id, [config.message_retention if m.ttl is None else m.ttl for m in messages]
-        )
-        for index, m in enumerate(messages):
-            if m.dedup_id and m.dedup_id in known:
-                outcomes.append(SendOutcome(known[m.dedup_id], duplicate=True))
-                continue
-            message_id = ids[index]
-            visible_at, expires_at = decide.send_times(now, m.delay, m.ttl, config)
-            ttl = config.message_retention if m.ttl is None else m.ttl
-            rows.append(
-                (found.id, message_id, m.body, _encode_attributes(m.attributes), m.channel,
-                 now, expires_at, visible_at, classes[ttl])
-            )
-            outcomes.append(SendOutcome(message_id))
-            if m.dedup_id:
-                # A repeat later in this batch is a duplicate whatever the window (base.py)...
-                known[m.dedup_id] = message_id
-                # ...but a zero window leaves no record.
-                until = decide.dedup_until(now, config)
-                if until is not None:
-                    records.append((found.id, m.dedup_id, message_id, until))
-        self._insert_rows(rows)
-        self._count(found.id, [row[4] for row in rows], 1)
-        if records:
-            self.conn.executemany(
-                "INSERT OR REPLACE INTO dedup (queue, dedup_id, message_id, until)"
-                " VALUES (?, ?, ?, ?)",
-                records,
-            )
-        return outcomes
+        return Sends(self).send(name, messages)
 
     def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
         """send() of messages that are only a body: their message ids."""
-        return self._insert_bodies(self.queue(name), bodies)
+        return Sends(self).send_bodies(name, bodies)
 
     def send_keyed(
         self, name: str, bodies: list[bytes], dedup_ids: list[str]
     ) -> tuple[list[str], list[int]]:
-        """send() of messages that are only a body and a dedup id ("" for none): their message
-        ids (a duplicate's is its original's) and the indexes of the duplicates. The dedup ids
-        are looked up and recorded as a set per batch; a batch with no duplicate (write_queue's
-        usual one) makes no Python object per message but its ids."""
-        found = self.queue(name)
-        now, window = self.now, found.config.dedup_window
-        named = dedup_ids if all(dedup_ids) else [d for d in dedup_ids if d]
-        unique = set(named)
-        if window > 0 and len(unique) == len(named):
-            sent = self._send_unseen(found, bodies, dedup_ids, named)
-            if sent is not None:
-                return sent, []
-        stored = self._dedup_records(found, unique)
-        live = {d: message_id for d, (message_id, until) in stored.items() if until > now}
-        # A record whose window ended may still be there (the sweep removes them in slices):
-        # only then must the insert replace.
-        verb = "INSERT OR REPLACE" if len(stored) > len(live) else "INSERT"
-        if not live and len(unique) == len(named):
-            duplicates: list[int] = []
-            message_ids = self._insert_bodies(found, bodies)
-            recorded = (
-                message_ids if named is dedup_ids else list(compress(message_ids, dedup_ids))
-            )
-        else:
-            message_ids, duplicates, named, recorded = self._insert_keyed(
-                found, bodies, dedup_ids, live
-            )
-        # A zero window leaves no record (now < now + 0 never holds), as in send().
-        if window > 0 and named:
-            self._insert_dedup(verb, found, named, recorded)
-        return message_ids, duplicates
-
-    def _send_unseen(
-        self, found: _Queue, bodies: list[bytes], dedup_ids: list[str], named: list[str]
-    ) -> list[str] | None:
-        """send_keyed's usual batch (distinct dedup ids, none of them sent before): the records
-        go in first, INSERT OR IGNORE; when every one went in, the queue kept no record of any
-        of these ids, live or not, and the messages follow: no lookup (it cost a fifth of the
-        keyed send). Else that is undone and the answer is None: look them up."""
-        message_ids = new_message_ids(len(bodies))
-        recorded = message_ids if named is dedup_ids else list(compress(message_ids, dedup_ids))
-        self.conn.execute("SAVEPOINT unseen")
-        before = self.conn.total_changes
-        self._insert_dedup("INSERT OR IGNORE", found, named, recorded)
-        if self.conn.total_changes - before != len(named):
-            self.conn.execute("ROLLBACK TO unseen")
-            self.conn.execute("RELEASE unseen")
-            return None
-        self.conn.execute("RELEASE unseen")
-        self._insert_bodies(found, bodies, message_ids)
-        return message_ids
-
-    def _insert_dedup(
-        self, verb: str, found: _Queue, dedup_ids: list[str], message_ids: list[str]
-    ) -> None:
-        shared = [found.id, self.now + found.config.dedup_window]
-        # dedup_id, message_id of each record in turn, flattened in C.
-        values = list(chain.from_iterable(zip(dedup_ids, message_ids)))
-        for start, count in _statements(len(dedup_ids)):
-            self.conn.execute(
-                _insert_dedup_sql(verb, count), shared + values[2 * start : 2 * (start + count)]
-            )
-
-    def _insert_keyed(
-        self, found: _Queue, bodies: list[bytes], dedup_ids: list[str], known: dict[str, str]
-    ) -> tuple[list[str], list[int], list[str], list[str]]:
-        """send_keyed's batch with duplicates, message by message: (message ids, indexes of the
-        duplicates, dedup ids to record, their message ids). A repeat later in the batch is a
-        duplicate of the earlier entry whatever the window (base.py)."""
-        message_ids: list[str] = []
-        duplicates: list[int] = []
-        kept: list[int] = []
-        for index, dedup_id in enumerate(dedup_ids):
-            if dedup_id in known:
-                duplicates.append(index)
-            else:
-                kept.append(index)
-                if dedup_id:
-                    known[dedup_id] = ""  # this batch's: its message id is drawn below
-            message_ids.append(dedup_id)
-        fresh = iter(self._insert_bodies(found, [bodies[index] for index in kept]))
-        named: list[str] = []
-        recorded: list[str] = []
-        for index in kept:
-            dedup_id, message_ids[index] = message_ids[index], next(fresh)
-            if dedup_id:
-                known[dedup_id] = message_ids[index]
-                named.append(dedup_id)
-                recorded.append(message_ids[index])
-        for index in duplicates:
-            message_ids[index] = known[message_ids[index]]
-        return message_ids, duplicates, named, recorded
-
-    def _dedup_records(self, found: _Queue, dedup_ids: set[str]) -> dict[str, tuple[str, float]]:
-        """dedup_id -> (message_id, until) of the records kept, inside their window or not."""
-        records: dict[str, tuple[str, float]] = {}
-        for chunk in _chunks(list(dedup_ids)):
-            marks = ", ".join("?" * len(chunk))
-            for dedup_id, message_id, until in self.conn.execute(
-                "SELECT dedup_id, message_id, until FROM dedup"
-                f" WHERE queue = ? AND dedup_id IN ({marks})",
-                (found.id, *chunk),
-            ):
-                records[dedup_id] = (message_id, until)
-        return records
-
-    def _insert_bodies(
-        self, found: _Queue, bodies: list[bytes], message_ids: list[str] | None = None
-    ) -> list[str]:
-        """The rows of messages that are only a body (the common batch), as send() writes
-        them, built column by column in C (zip, repeat) instead of a tuple per message in
-        Python: their message ids (drawn here unless given)."""
-        config, now = found.config, self.now
-        if message_ids is None:
-            message_ids = new_message_ids(len(bodies))
-        retention = config.message_retention
-        lifetime = self._lifetime_classes(found.id, [retention])[retention] if bodies else 0.0
-        visible_at, expires_at = decide.send_times(now, None, None, config)
-        shared = [found.id, now, expires_at, visible_at, lifetime]
-        # message_id, body of each message in turn, flattened in C.
-        values = list(chain.from_iterable(zip(message_ids, bodies)))
-        for start, count in _statements(len(bodies)):
-            self.conn.execute(
-                insert_bodies_sql(count), shared + values[2 * start : 2 * (start + count)]
-            )
-        if bodies:
-            self.conn.execute(COUNT_CHANNEL_SQL, (found.id, "", len(bodies)))
-        return message_ids
-
-    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
-        """INSERT_MESSAGE_SQL's rows, a multi-row statement at a time (schema.INSERT_ROWS)."""
-        values = list(chain.from_iterable(rows))
-        for start, count in _statements(len(rows)):
-            self.conn.execute(insert_rows_sql(count), values[9 * start : 9 * (start + count)])
-
-    def _live_dedup(self, found: _Queue, dedup_ids: set[str]) -> dict[str, str]:
-        """dedup_id -> original message_id, for the ids still inside their window."""
-        known: dict[str, str] = {}
-        for chunk in _chunks(sorted(dedup_ids)):
-            marks = ", ".join("?" * len(chunk))
-            known.update(
-                self.conn.execute(
-                    "SELECT dedup_id, message_id FROM dedup"
-                    f" WHERE queue = ? AND dedup_id IN ({marks}) AND until > ?",
-                    (found.id, *chunk, self.now),
-                ).fetchall()
-            )
-        return known
+        """send() of messages that are only a body and a dedup id ("" for none)."""
+        return Sends(self).send_keyed(name, bodies, dedup_ids)
 
     # -- receive -----------------------------------------------------------------------------
 
