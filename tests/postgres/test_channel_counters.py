@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from leaseq.server.clock import FakeClock
+from leaseq.server.domain.types import NewMessage, QueueConfig, QueueStats, VisibilityChange
 from leaseq.server.errors import LeaseqError
 from leaseq.server.store import postgres as pg
-from leaseq.server.domain.types import NewMessage, QueueConfig, QueueStats, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
 from tests.support.postgres import channel_counters, channel_rows, connect, store_url
 
@@ -33,7 +33,7 @@ CHANNELS = ("", "red", "blue", "green")
 
 @asynccontextmanager
 async def _two_replicas(
-    schema: str, clock: FakeClock, pool_min: int, pool_max: int, tuning: pg.Tuning = pg.Tuning()
+    schema: str, clock: FakeClock, pool_min: int, pool_max: int, tuning: pg.Tuning = pg.DEFAULT_TUNING
 ) -> AsyncIterator[list[PostgresStore]]:
     """Two stores on one schema (replicas) sharing `clock`, open for the block, closed after."""
     stores = [

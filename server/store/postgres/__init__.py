@@ -217,15 +217,6 @@ Modules
 
 from __future__ import annotations
 
-from . import (
-    connection,
-    notifications,
-    schema,
-    settings,
-    statements,
-    store,
-    transaction,
-)
 from .connection import DatabaseClock
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .settings import (
@@ -233,6 +224,7 @@ from .settings import (
     DEFAULT_POOL_MAX,
     DEFAULT_POOL_MIN,
     DEFAULT_SCHEMA,
+    DEFAULT_TUNING,
     IN_FLIGHT_NOTIFY_MARGIN,
     PLANNER_SETTINGS,
     STATS_CHECK_SECONDS,
@@ -274,4 +266,51 @@ from .statements import (
 )
 from .store import PostgresStore
 
-__all__ = ["DatabaseClock", "PostgresSettings", "PostgresStore", "Tuning", "parse_url"]
+# Tests read the SQL texts and tunables through the package: every imported name is exported.
+__all__ = [
+    "ATTEMPT_LEASES_SQL",
+    "AUTOVACUUM_THRESHOLD",
+    "CUSTOM_PLAN_SQL",
+    "DEAD_LETTER_SQL",
+    "DEFAULT_POOL_MAX",
+    "DEFAULT_POOL_MIN",
+    "DEFAULT_SCHEMA",
+    "DEFAULT_TUNING",
+    "DELETE_ATTEMPT_SQL",
+    "DELETE_KEYS_SQL",
+    "DELETE_RECEIPTS_SQL",
+    "DELIVER_KEYS_SQL",
+    "DatabaseClock",
+    "GENERIC_PLAN_SQL",
+    "INSERT_MESSAGES_SQL",
+    "IN_FLIGHT_NOTIFY_MARGIN",
+    "IN_FLIGHT_SQL",
+    "LEASES_BY_KEY_SQL",
+    "MIGRATIONS",
+    "NEXT_VISIBLE_SQL",
+    "PEEK_KEYS_SQL",
+    "PLANNER_SETTINGS",
+    "PURGE_SQL",
+    "PostgresSettings",
+    "PostgresStore",
+    "REDRIVE_SQL",
+    "SCHEMA_VERSION",
+    "SEND_BODIES_SQL",
+    "SEND_SQL",
+    "SIZED_COLUMNS",
+    "STATS_CHECK_SECONDS",
+    "STATS_SQL",
+    "SWEEP_LIMIT",
+    "SWEEP_SQL",
+    "TOMBSTONES_BY_KEY_SQL",
+    "Tuning",
+    "WRITE_LEASES_SQL",
+    "_channel_clause",
+    "candidates_sql",
+    "deliver_sql",
+    "open_queue_sql",
+    "parse_url",
+    "peek_sql",
+    "receive_sql",
+    "with_pool_size",
+]

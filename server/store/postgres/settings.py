@@ -152,3 +152,6 @@ class Tuning:
     migrations: tuple[tuple[int, list[str]], ...] | None = None
     sweep_limit: int = SWEEP_LIMIT
     stats_check_seconds: float = STATS_CHECK_SECONDS
+
+
+DEFAULT_TUNING = Tuning()

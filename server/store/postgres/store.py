@@ -62,6 +62,7 @@ from .settings import (
     DEFAULT_POOL_MAX,
     DEFAULT_POOL_MIN,
     DEFAULT_SCHEMA,
+    DEFAULT_TUNING,
     OPEN_TIMEOUT,
     PLANNER_SETTINGS,
     POOL_TIMEOUT,
@@ -107,7 +108,7 @@ class PostgresStore:
         pool_min: int = DEFAULT_POOL_MIN,
         pool_max: int = DEFAULT_POOL_MAX,
         pool_timeout: float = POOL_TIMEOUT,
-        tuning: Tuning = Tuning(),
+        tuning: Tuning = DEFAULT_TUNING,
     ) -> None:
         """tuning: the module's constants as this store uses them (tests shorten them)."""
         if not _SCHEMA_NAME.match(schema):
@@ -145,7 +146,7 @@ class PostgresStore:
 
     @classmethod
     def from_url(
-        cls, url: str, clock: Clock | None = None, tuning: Tuning = Tuning()
+        cls, url: str, clock: Clock | None = None, tuning: Tuning = DEFAULT_TUNING
     ) -> PostgresStore:
         settings = parse_url(url)
         return cls(
@@ -240,7 +241,7 @@ class PostgresStore:
         for task in notifier:
             try:
                 await asyncio.wait_for(task, 2.0)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 pass
         self._tasks = []
         self._pool = None

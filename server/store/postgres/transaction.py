@@ -235,10 +235,10 @@ class _Tx:
         await self.run(
             WRITE_LEASES_SQL,
             {
-                "keys": [l.key for l in leases],
-                "visibles": [l.visible_at for l in leases],
-                "leased": [l.leased for l in leases],
-                "errors": [l.last_error for l in leases],
-                "clear": [l.clear_attempt for l in leases],
+                "keys": [lease.key for lease in leases],
+                "visibles": [lease.visible_at for lease in leases],
+                "leased": [lease.leased for lease in leases],
+                "errors": [lease.last_error for lease in leases],
+                "clear": [lease.clear_attempt for lease in leases],
             },
         )

@@ -578,7 +578,10 @@ class _Tx:
         self.conn.executemany(
             "UPDATE messages SET visible_at = ?, leased = ?, last_error = ?,"
             " attempt_id = CASE WHEN ? THEN NULL ELSE attempt_id END WHERE key = ?",
-            [(l.visible_at, int(l.leased), l.last_error, l.clear_attempt, l.key) for l in leases],
+            [
+                (lease.visible_at, int(lease.leased), lease.last_error, lease.clear_attempt, lease.key)
+                for lease in leases
+            ],
         )
 
     # -- delete ------------------------------------------------------------------------------
