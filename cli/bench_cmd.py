@@ -191,7 +191,8 @@ def bench(
     p99_ms and the settings.
     """
     from leaseq.bench import Settings, run
-    from leaseq.bench.report import ProgressBar, plot as draw_plot, print_json, print_table
+    from leaseq.bench.report import ProgressBar, print_json, print_table
+    from leaseq.bench.report import plot as draw_plot
     from leaseq.bench.settings import MAX_REQUEST_BYTES
 
     store_given = click.get_current_context().get_parameter_source("store") not in (

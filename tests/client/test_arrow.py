@@ -23,8 +23,8 @@ from leaseq.client import (
     QueueClient,
     QueueNotFound,
     Unavailable,
+    arrow,
 )
-from leaseq.client import arrow
 from leaseq.v1 import queue_service_pb2 as pb
 from tests.support.process import server_process
 

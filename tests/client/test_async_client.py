@@ -7,7 +7,7 @@ plans correctly: each method once, with its result types.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 
 import pytest
 
@@ -26,7 +26,7 @@ from tests.support.server import running_server
 async def test_queue_methods(aclient: AsyncQueueClient, queue_name: str) -> None:
     created = await aclient.create_queue(queue_name, visibility_timeout=timedelta(minutes=2))
     assert created.config.visibility_timeout == timedelta(minutes=2)
-    assert created.create_time.tzinfo is timezone.utc
+    assert created.create_time.tzinfo is UTC
     assert await aclient.get_queue(queue_name) == created
     with pytest.raises(QueueAlreadyExists):
         await aclient.create_queue(queue_name, visibility_timeout=5)

@@ -132,7 +132,7 @@ def test_deadline_exceeded() -> None:
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        target = "127.0.0.1:%d" % silent.getsockname()[1]
+        target = f"127.0.0.1:{silent.getsockname()[1]}"
         with QueueClient(target, timeout=0.3, retry=None) as client:
             with pytest.raises(DeadlineExceeded) as caught:
                 client.list_queues()

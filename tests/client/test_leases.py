@@ -3,7 +3,7 @@ much, what a refusal means, release delays and reasons; and the retry policy's a
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -19,7 +19,7 @@ from leaseq.client._leases import (
 )
 from leaseq.client.types import LeaseStatus, Message
 
-T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 def message(receipt: str, lease: float = 10.0, delivery_count: int = 1) -> Message:

@@ -183,7 +183,7 @@ def test_deadline_exceeded_is_retried_for_safe_calls(
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        target = "127.0.0.1:%d" % silent.getsockname()[1]
+        target = f"127.0.0.1:{silent.getsockname()[1]}"
         with QueueClient(target, retry=policy, timeout=0.2) as client:
             with pytest.raises(DeadlineExceeded):
                 client.get_queue("q")  # safe: retried when the policy says so

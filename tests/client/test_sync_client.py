@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 
 import pytest
 
@@ -49,7 +49,7 @@ def test_create_get_and_create_again(client: QueueClient, queue_name: str) -> No
         max_in_flight=10,
         dedup_window=timedelta(seconds=60),
     )
-    assert created.create_time.tzinfo is timezone.utc
+    assert created.create_time.tzinfo is UTC
     assert client.get_queue(queue_name) == created
     # Same name and same configuration: a no-op that returns the queue.
     assert client.create_queue(queue_name, **dataclasses.asdict(created.config)) == created
@@ -184,7 +184,7 @@ def test_receive_fields(client: QueueClient, queue: str) -> None:
     assert msg.message_id == message_id
     assert msg.receipt and msg.delivery_count == 1 and msg.last_error == ""
     for when in (msg.enqueued_at, msg.expires_at, msg.visible_at, msg.server_time):
-        assert when is not None and when.tzinfo is timezone.utc
+        assert when is not None and when.tzinfo is UTC
     assert msg.server_time is not None
     assert seconds(msg.visible_at - msg.server_time) == pytest.approx(90, abs=1)
 

@@ -6,8 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from leaseq.client import Message, SendEntry
-from leaseq.client import _wire
+from leaseq.client import Message, SendEntry, _wire
 from leaseq.v1 import queue_service_pb2 as pb
 
 

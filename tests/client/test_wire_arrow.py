@@ -13,12 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from leaseq.client import MESSAGE_SCHEMA, QueueClient
-from leaseq.client import _wire_arrow
+from leaseq.client import MESSAGE_SCHEMA, QueueClient, _wire_arrow
 from leaseq.v1 import queue_service_pb2 as pb
 from tests.support.process import server_process
-
-
 
 
 def test_the_compiled_module_is_built() -> None:

@@ -85,7 +85,7 @@ def pooled(draw: Any, damaged: bool = False) -> str:
     return damage(draw, text) if damaged else text
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def strings(max_size: int = 40) -> st.SearchStrategy[str]:
     return st.one_of(
         pooled(),
@@ -155,7 +155,7 @@ def _value(field: FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
     return messages(field.message_type, depth + 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def messages(descriptor: Descriptor, depth: int = 0) -> st.SearchStrategy[Message]:
     """Any message of this type: each field set or left unset, maps and repeated fields of a few
     entries (receipt lists sometimes many)."""

@@ -17,8 +17,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.ops.conftest import START_TIMEOUT, Serve, killed_at_the_end
-from tests.ops.conftest import serve_process  # noqa: F401 - a fixture, re-exported
+from tests.ops.conftest import (
+    START_TIMEOUT,
+    Serve,
+    killed_at_the_end,
+    serve_process,  # noqa: F401 - a fixture, re-exported
+)
 from tests.support.postgres import fresh_schema
 from tests.support.postgres import store_url as postgres_url
 from tests.support.process import free_port

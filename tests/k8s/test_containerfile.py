@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
+import tomllib
 from pathlib import Path
 
 import yaml
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - tomli is a dependency below 3.11
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "Containerfile").read_text()

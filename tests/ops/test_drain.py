@@ -94,7 +94,7 @@ async def test_sigterm_drains_calls_in_flight_and_loses_nothing(serve_process, t
         await stub.CreateQueue(pb.CreateQueueRequest(name="q"))
         await stub.CreateQueue(pb.CreateQueueRequest(name="idle"))
         acknowledged: set[str] = set()
-        for batch in range(2):
+        for _batch in range(2):
             reply = await stub.SendMessages(
                 pb.SendMessagesRequest(
                     queue="q",

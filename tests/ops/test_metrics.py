@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.utils import floatToGoString
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.metrics import Metrics, MetricsEndpoint, RPC_BUCKETS
+from leaseq.server.metrics import RPC_BUCKETS, Metrics, MetricsEndpoint
 from leaseq.server.service import SERVICE_NAME
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc

@@ -78,7 +78,7 @@ def _counted_stats(schema: str, name: str, now: float) -> dict[str, Any]:
         ).fetchone()
     oldest = min((enq for *_, enq in rows if enq is not None), default=None)
     return {
-        "channels": {ch: (v, l, d) for ch, v, l, d, _ in rows},
+        "channels": {ch: (v, leased, d) for ch, v, leased, d, _ in rows},
         "oldest_visible_age": 0.0 if oldest is None else max(0.0, now - oldest),
         "expired_total": int(expired) + unswept,
     }

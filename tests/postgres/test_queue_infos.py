@@ -56,7 +56,7 @@ async def _until(condition, what: str) -> None:
 
     try:
         await asyncio.wait_for(wait(), SAFETY_TIMEOUT)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pytest.fail(f"never: {what}")
 
 

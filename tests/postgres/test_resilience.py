@@ -200,7 +200,7 @@ def _run_load_with_kills(target: str, app: str) -> None:
     total = senders * batches * batch
     for fraction in (0.2, 0.45, 0.7):  # kill at points of progress, not at times
         with progress:
-            progress.wait_for(lambda: len(received) >= fraction * total, timeout=120)
+            progress.wait_for(lambda: len(received) >= fraction * total, timeout=120)  # noqa: B023 - waited on in this iteration
         killed += terminate_backends(app)
     for thread in threads[:senders]:
         thread.join(timeout=180)

@@ -30,7 +30,7 @@ class CA:
     def __init__(self, name: str) -> None:
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         self.cert = (
             x509.CertificateBuilder()
             .subject_name(self.name)
@@ -58,7 +58,7 @@ class CA:
     def issue(self, common_name: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (),
               server: bool = False) -> Pem:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
         names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
         builder = (

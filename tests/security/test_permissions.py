@@ -208,7 +208,8 @@ def test_permission_matrix(callers: dict[str, Caller], mtls_server: RunningServe
                 cell(
                     principal,
                     [(actions, queue)],
-                    lambda: matrix.outcome(caller, method, request, stream=stream),
+                    # Called within this iteration: the loop variables are the current ones.
+                    lambda: matrix.outcome(caller, method, request, stream=stream),  # noqa: B023
                     f"{rpc} on {queue}",
                 )
                 if rpc == "DeleteQueue":
@@ -223,7 +224,7 @@ def test_permission_matrix(callers: dict[str, Caller], mtls_server: RunningServe
                 cell(
                     principal,
                     needs,
-                    lambda: matrix.outcome(caller, "RedriveMessages", request, stream=False),
+                    lambda: matrix.outcome(caller, "RedriveMessages", request, stream=False),  # noqa: B023
                     f"RedriveMessages {queue} -> {destination or '(source)'}",
                 )
         # ListQueues: allowed to all, filtered to the queues the principal holds any action on.
@@ -376,7 +377,7 @@ def test_no_token_or_body_is_logged(
             _code(stub, "GetQueue", pb.GetQueueRequest(name="orders-eu"), metadata)
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "denied" in text  # the denials were logged (at DEBUG) ...
-    for name, (token, _) in PRINCIPALS.items():  # ... without any token or body
+    for token, _ in PRINCIPALS.values():  # ... without any token or body
         if token:
             assert token not in text
     assert "tok-not-in-the-policy" not in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from leaseq.server import convert
+from leaseq.v1 import queue_service_pb2 as pb
 
 
 @pytest.mark.parametrize("seconds", [0.0, 0.2, 1.5, 30.0, 43200.0, 1_800_000_000.123456])
@@ -35,11 +36,9 @@ def test_format_seconds_is_proto_json() -> None:
     assert convert.format_seconds(-1) == "-1s"
 
 
-def _received_by_fields(message) -> "pb.ReceivedMessage":
+def _received_by_fields(message) -> pb.ReceivedMessage:
     """The ReceivedMessage built field by field with the protobuf API: what the wire encoder must
     give."""
-    from leaseq.v1 import queue_service_pb2 as pb
-
     return pb.ReceivedMessage(
         message_id=message.message_id,
         receipt=message.receipt,

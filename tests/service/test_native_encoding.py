@@ -9,10 +9,9 @@ import shutil
 import sysconfig
 
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-from google.protobuf.message import DecodeError
 
 from leaseq._native import speedups
 from leaseq.server import convert
@@ -80,7 +79,7 @@ def test_encode_received_is_byte_identical_to_the_python_encoder(native, batch) 
     except Exception:
         # The Python encoder refuses it (an instant beyond Timestamp's range...): the compiled
         # one must refuse too, so that the caller's fallback gives Python's error.
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - whichever Python raised
             native.encode_received(batch)
         return
     try:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from leaseq.server.store.sqlite import schema as s
 from leaseq.server.store.sqlite import SqliteStore
+from leaseq.server.store.sqlite import schema as s
 
 from .conftest import read_only
 

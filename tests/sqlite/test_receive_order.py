@@ -7,7 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.domain.types import AllDeleted, LeaseStatus, NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import (
+    AllDeleted,
+    LeaseStatus,
+    NewMessage,
+    QueueConfig,
+    VisibilityChange,
+)
 from leaseq.server.store.sqlite import SqliteStore
 from leaseq.server.store.sqlite import schema as s
 

@@ -31,7 +31,7 @@ def _scanned(path: Path, queue: str, now: float) -> tuple[dict[str, CountsByStat
             " GROUP BY channel",
             (now, now, now, now, queue),
         ).fetchall()
-    channels = {channel: CountsByState(v, l, d) for channel, v, l, d, _ in rows}
+    channels = {channel: CountsByState(v, leased, d) for channel, v, leased, d, _ in rows}
     oldest = min((enq for *_, enq in rows if enq is not None), default=None)
     return channels, oldest
 

@@ -8,9 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
