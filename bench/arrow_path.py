@@ -45,8 +45,8 @@ import pyarrow as pa
 
 from leaseq.bench.launcher import running_server
 from leaseq.client import QueueClient, _wire_arrow, arrow
-from leaseq.server import convert, validation
-from leaseq.server.store import base
+from leaseq.server import convert, domain, validation
+from leaseq.server.domain import rules
 from leaseq.v1 import queue_service_pb2 as pb
 
 THRESHOLD = 1.3
@@ -57,7 +57,8 @@ THRESHOLD = 1.3
 
 def cycle_arrow(client: QueueClient, queue: str, table: pa.Table) -> None:
     client.send_arrow(queue, table)
-    batch, got = table.num_rows, []
+    batch = table.num_rows
+    got: list[pa.Table] = []
     while sum(t.num_rows for t in got) < batch:
         got.append(client.receive_arrow(queue, batch - sum(t.num_rows for t in got), wait_time=1))
     client.ack_arrow(queue, pa.concat_tables(got))
@@ -116,7 +117,7 @@ def client_codecs(body: int, count: int = 10_000) -> dict[str, float]:
                  enumerate(batch.column("message_id").to_pylist())]
     ).SerializeToString()
     ack_answer = pb.DeleteMessagesResponse(
-        results=[pb.DeleteResult(receipt=r, status=1) for r in receipts.to_pylist()]
+        results=[pb.DeleteResult(receipt=r, status=pb.LEASE_STATUS_OK) for r in receipts.to_pylist()]
     ).SerializeToString()
 
     def send() -> None:
@@ -197,9 +198,9 @@ def out_of_bytes_field(raw: bytes) -> pa.Table:
     return pa.ipc.open_stream(pb.SendEntry.FromString(raw).body).read_all()
 
 
-def delivered_from(messages: list[pb.ReceivedMessage]) -> list[base.DeliveredMessage]:
+def delivered_from(messages: list[pb.ReceivedMessage]) -> list[domain.DeliveredMessage]:
     return [
-        base.DeliveredMessage(
+        domain.DeliveredMessage(
             key=i,
             message_id=m.message_id,
             receipt=m.receipt,
@@ -218,7 +219,7 @@ def delivered_from(messages: list[pb.ReceivedMessage]) -> list[base.DeliveredMes
 
 def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, tuple[float, float]]:
     """Per batch: {step: (protobuf seconds, Arrow IPC seconds)}, both ends of the wire."""
-    config = base.QueueConfig()
+    config = domain.QueueConfig()
     delivered = delivered_from(sample)
     receipts = [m.receipt for m in sample]
     time_type = pa.timestamp("us", tz="UTC")
@@ -230,12 +231,15 @@ def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, 
             id_column=None,
         )  # client: wire bytes
         parsed = pb.SendMessagesRequest.FromString(request.raw)  # server
-        [validation.send_entry(e, i, config) for i, e in enumerate(parsed.entries)]
+        for i, e in enumerate(parsed.entries):  # the service's parse, then the core's check
+            entry = validation.send_entry(e, i)
+            assert isinstance(entry, domain.NewMessage)
+            rules.check_message(entry, i, config)
 
     def send_ipc() -> None:
         raw = in_bytes_field(ipc_bytes(table))  # client
         rows = out_of_bytes_field(raw)  # server: no validation counted (generous)
-        [base.NewMessage(body=b) for b in rows.column("body").to_pylist()]
+        [domain.NewMessage(body=b) for b in rows.column("body").to_pylist()]
 
     def receive_protobuf() -> None:
         # The server's own path (service.QueueService._batches): wire bytes per message, one

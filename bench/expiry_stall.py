@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store.base import QueueConfig
+from leaseq.server.domain import QueueConfig
 from leaseq.server.store.sqlite import SqliteStore, writer
 
 

@@ -58,7 +58,7 @@ import grpc
 from leaseq.bench import baseline
 from leaseq.bench.settings import DEFAULT_DSN
 from leaseq.server.app import SERVER_OPTIONS
-from leaseq.server.store.base import new_message_ids
+from leaseq.server.domain.rules import new_message_ids
 from leaseq.v1 import queue_service_pb2 as pb
 
 T = TypeVar("T")
@@ -313,7 +313,7 @@ class _FloorHandlers(grpc.GenericRpcHandler):
         while not leased and time.monotonic() < deadline:
             try:
                 await asyncio.wait_for(self.sent.wait(), deadline - time.monotonic())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             leased = await self.store.lease(wanted)
         yield pb.GetMessagesResponse(

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -118,7 +119,7 @@ def _print_when() -> None:
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), f"load {os.getloadavg()[0]:.2f}")
 
 
-def _cpu_per_call(pid: int, calls: list[Callable[[], object]]) -> float:
+def _cpu_per_call(pid: int, calls: Sequence[Callable[[], object]]) -> float:
     """The server's CPU (µs) per call of `calls`, each a function making one call, in turn."""
     before = process_cpu_seconds(pid)
     for call in calls:
@@ -144,6 +145,7 @@ def _per_rpc(args: argparse.Namespace) -> None:
         with grpc.insecure_channel(target, options=SERVER_OPTIONS) as channel:
             stub = pb_grpc.QueueServiceStub(channel)
             sending = [lambda: stub.SendMessages(send)] * n
+            receiving: list[Callable[[], object]]
             if keep_receipts:  # leaseq's receipts, for the deletes on both servers
                 receiving = [lambda: receive_for_deletes(stub)] * n
             else:
@@ -152,7 +154,7 @@ def _per_rpc(args: argparse.Namespace) -> None:
                 "SendMessages": _cpu_per_call(pid, sending),
                 "GetMessages": _cpu_per_call(pid, receiving),
                 "DeleteMessages": _cpu_per_call(
-                    pid, [lambda d=d: stub.DeleteMessages(d) for d in deletes]
+                    pid, [functools.partial(stub.DeleteMessages, d) for d in deletes]
                 ),
                 "GetQueueStats": _cpu_per_call(pid, [lambda: stub.GetQueueStats(stats)] * n),
             }

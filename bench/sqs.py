@@ -17,6 +17,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from leaseq.bench.cpu import CpuMeter
 from leaseq.bench.launcher import free_port, running_server, store_for
@@ -35,7 +36,7 @@ def _sqs_cycle(endpoint: str, batch: int, body: str) -> tuple[Callable[[], int],
 
     def cycle() -> int:
         client.send_message_batch(QueueUrl=url, Entries=entries)
-        got = []
+        got: list[Any] = []
         while len(got) < batch:
             reply = client.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=min(10, batch - len(got)), WaitTimeSeconds=1
@@ -60,7 +61,7 @@ def _grpc_cycle(target: str, batch: int, body: str) -> tuple[Callable[[], int], 
 
     def cycle() -> int:
         client.send_batch(queue, bodies)
-        got = []
+        got: list[Any] = []
         while len(got) < batch:
             got += client.receive(queue, batch - len(got), wait_time=1)
         client.delete(queue, got)

@@ -13,7 +13,7 @@ import enum
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -139,7 +139,7 @@ def print_queues(queues: Sequence[Queue]) -> None:
     # A time split over two lines at 80 columns (what a pipe gets) reads as two values: times
     # and durations never wrap. Names are what people copy: they keep their width, and fold
     # (never cut) only when they cannot fit. The dead letter queue folds into what is left.
-    created = len(when_text(datetime.now(timezone.utc)))
+    created = len(when_text(datetime.now(UTC)))
     name = max((len(r[0]) for r in rows), default=4)
     fixed = name + len("visibility") + len("retention") + created + _RULES_AND_PADDING
     table = Table(title=f"{len(queues)} queue(s)")
