@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from google.rpc import status_pb2
 
-    from .store.base import LeaseStatus
+    from .domain.types import LeaseStatus
 
 ERROR_DOMAIN = "leaseq.v1"
 
