@@ -88,6 +88,8 @@ def spark_missing() -> str | None:
 
 # The README's SQS endpoint address (`leaseq serve --sqs-listen 127.0.0.1:9324`).
 README_SQS = "127.0.0.1:9324"
+# The README's OCI endpoint address (`leaseq serve --oci-listen 127.0.0.1:10443`).
+README_OCI = "127.0.0.1:10443"
 # The README's Azure connection string, and what it means on another address (the SDK's).
 README_AZURE = "UseDevelopmentStorage=true"
 AZURE_AT = (
@@ -101,14 +103,16 @@ AZURE_AT = (
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     sqs = f"127.0.0.1:{free_port()}"
     azure = f"127.0.0.1:{free_port()}"
+    oci = f"127.0.0.1:{free_port()}"
     process = ServerProcess(
         "memory://",
         free_port(),
         tmp_path / "server.log",
-        extra_args=("--sqs-listen", sqs, "--azure-listen", azure),
+        extra_args=("--sqs-listen", sqs, "--azure-listen", azure, "--oci-listen", oci),
     )
     process.sqs_address = sqs  # type: ignore[attr-defined]
     process.azure_address = azure  # type: ignore[attr-defined]
+    process.oci_address = oci  # type: ignore[attr-defined]
     process.start()
     yield process
     if process.process is not None and process.process.poll() is None:
@@ -128,8 +132,10 @@ def child_env(server: ServerProcess, **extra: str) -> dict[str, str]:
     return env
 
 
-def as_written(code: str, target: str, sqs: str, demo: Path, azure: str = "") -> str:
+def as_written(code: str, target: str, sqs: str, demo: Path, azure: str = "", oci: str = "") -> str:
     code = code.replace("127.0.0.1:50051", target).replace(README_SQS, sqs)
+    if oci:
+        code = code.replace(README_OCI, oci)
     code = code.replace(README_AZURE, AZURE_AT.format(address=azure))
     code = code.replace("QueueClient()", f'QueueClient("{target}")')
     return code.replace("/tmp/leaseq-demo", str(demo))
@@ -155,7 +161,8 @@ def run_python(code: str, server: ServerProcess, tmp_path: Path) -> subprocess.C
     work.mkdir(exist_ok=True)
     write_tls_files(work)
     written = as_written(
-        code, server.target, server.sqs_address, tmp_path / "leaseq-demo", server.azure_address
+        code, server.target, server.sqs_address, tmp_path / "leaseq-demo", server.azure_address,
+        server.oci_address,
     )
     return subprocess.run(
         [sys.executable, "-c", written],

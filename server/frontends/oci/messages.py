@@ -7,7 +7,7 @@ customProperties are leaseq's attributes and its channelId leaseq's channel.
 
 from __future__ import annotations
 
-from ...domain import limits
+from ...domain import limits, rules
 from ...domain.types import LeaseStatus, NewMessage, VisibilityChange
 from ...errors import InvalidArgument
 from . import ids, inputs
@@ -48,14 +48,19 @@ async def put_messages(request: Request) -> Answer:
             metadata.get("customProperties"), where + "metadata.customProperties"
         )
         new.append(NewMessage(content.encode("utf-8", "surrogatepass"), dict(properties), channel))
+    info = await request.core.get_queue(request.principal, name)
+    # OCI's PutMessages is all or nothing: every entry is checked (the one rule, domain.rules)
+    # before any is sent, and the first refused one fails the request.
+    for index, message in enumerate(new):
+        try:
+            rules.check_message(message, index, info.config)
+        except InvalidArgument as error:
+            raise invalid(f"messages[{index}]: {error}") from None
     now = request.core.now()
     outcomes = await request.core.send(request.principal, name, new)
-    # OCI's PutMessages is all or nothing: the first refused entry fails the request. (The
-    # core checks every entry before it writes any, so nothing was sent then.)
     for index, outcome in enumerate(outcomes):
-        if isinstance(outcome, InvalidArgument):
+        if isinstance(outcome, InvalidArgument):  # pragma: no cover - checked above
             raise invalid(f"messages[{index}]: {outcome}")
-    info = await request.core.get_queue(request.principal, name)
     expire = ids.rfc3339(now + info.config.message_retention)
     sent = [
         {"id": ids.message_number(o.message_id), "expireAfter": expire}
