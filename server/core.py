@@ -191,6 +191,9 @@ class QueueCore:
         """Replace the queue's metadata (admin, as other changes of a queue)."""
         self._ready()
         rules.queue_name(name)
+        for key, value in metadata.items():
+            rules.valid_text(key, "metadata")
+            rules.valid_text(value, "metadata")
         self._grant(principal, _ADMIN, name)
         await self.store.set_queue_metadata(name, metadata)
 
@@ -422,6 +425,7 @@ class QueueCore:
         self._ready()
         rules.queue_name(name, "queue")
         rules.batch_size(max_messages, "max_messages")
+        rules.channel_filter(channel_filter)
         self._grant(principal, _PEEK, name)
         call_bytes = self.longpoll.call_bytes if max_bytes is None else max_bytes
         estimate = read_estimate(max_messages, limits.LARGEST_MESSAGE_BYTES, call_bytes)
@@ -564,6 +568,7 @@ class QueueCore:
         if destination is not None:
             rules.queue_name(destination, "destination")
             self._grant(principal, _REDRIVE, destination)
+        rules.channel_filter(channel_filter)
         moved = await self.store.redrive(name, destination, max_messages, channel_filter)
         if moved:
             if destination is not None:

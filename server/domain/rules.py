@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import fields
 
@@ -24,6 +25,10 @@ from . import limits
 from .types import NewMessage, QueueConfig
 
 NUL = "\x00"
+# U+0000 and the surrogate code points U+D800..U+DFFF: a str holding a surrogate alone is not
+# Unicode text (it has no UTF-8 form), yet JSON's "\\udfff" and aiohttp's surrogateescape'd
+# header bytes make one in-process.
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 CONFIG_FIELDS = tuple(f.name for f in fields(QueueConfig))
 """QueueConfig's fields in declaration order, so the first bad field reported is stable."""
@@ -32,11 +37,16 @@ CONFIG_FIELDS = tuple(f.name for f in fields(QueueConfig))
 # --- values -------------------------------------------------------------------------------------
 
 
+_EXACT_SECONDS = 315_576_000_000  # google/protobuf/duration.proto's bound: ~10,000 years
+
+
 def format_seconds(seconds: float) -> str:
     """A duration as proto3 JSON writes one ("30s", "0.200s", "-1.500s"): 0, 3, 6 or 9
     fractional digits, the fewest that hold the value to the nanosecond."""
     if math.isinf(seconds) or math.isnan(seconds):
         return str(seconds)
+    if abs(seconds) > _EXACT_SECONDS:  # an HTTP dialect's 1e308: no nanosecond count holds it
+        return f"{seconds:g}s"
     total = round(seconds * 1_000_000_000)
     sign = "-" if total < 0 else ""
     whole, nanos = divmod(abs(total), 1_000_000_000)
@@ -73,20 +83,27 @@ def batch_size(count: int, field: str) -> int:
     return int_range(count, field, limits.MIN_BATCH, limits.MAX_BATCH)
 
 
-def no_nul(value: str, field: str) -> str:
-    """U+0000 is refused in every text field, on every store: PostgreSQL's text cannot hold it
-    (it answered INTERNAL, and failed a whole send batch for one entry), and one rule for all
-    stores keeps a message portable between them."""
-    if NUL in value:
+def valid_text(value: str, field: str) -> str:
+    """The one rule for every text field, on every store and from every front end: valid
+    Unicode (no lone surrogate: it cannot be written as UTF-8, so a store or a gRPC answer
+    holding one fails every later read of it) and no U+0000 (PostgreSQL's text cannot hold it;
+    one rule keeps a message portable between stores)."""
+    found = _NOT_TEXT.search(value)
+    if found is None:
+        return value
+    if found.group() == NUL:
         raise InvalidArgument(field, "must not contain U+0000 (NUL)")
-    return value
+    raise InvalidArgument(
+        field, f"must be valid Unicode text (holds the lone surrogate U+{ord(found.group()):04X})"
+    )
 
 
 def max_length(value: str, field: str, limit: int) -> str:
-    """A text field the store keeps or matches: at most limit characters, and no U+0000."""
+    """A text field the store keeps or matches: at most limit characters, and valid text (see
+    `valid_text`)."""
     if len(value) > limit:
         raise InvalidArgument(field, f"at most {limit} characters (got {len(value)})")
-    return no_nul(value, field)
+    return valid_text(value, field)
 
 
 RESERVED_ATTRIBUTE_PREFIXES = ("sqs:",)
@@ -96,13 +113,13 @@ another sender wrote would be read by the dialect as its own (a poison message f
 
 
 def attributes(values: dict[str, str], field: str, owned_prefix: str = "") -> dict[str, str]:
-    """Message attributes: at most MAX_ATTRIBUTES, no U+0000 in a key or a value, no reserved
-    name (RESERVED_ATTRIBUTE_PREFIXES) unless under owned_prefix, the caller's own."""
+    """Message attributes: at most MAX_ATTRIBUTES, each key and value valid text (`valid_text`),
+    no reserved name (RESERVED_ATTRIBUTE_PREFIXES) unless under owned_prefix, the caller's own."""
     if len(values) > limits.MAX_ATTRIBUTES:
         raise InvalidArgument(field, f"at most {limits.MAX_ATTRIBUTES} attributes")
     for key, value in values.items():
-        if NUL in key or NUL in value:
-            raise InvalidArgument(field, "must not contain U+0000 (NUL) in a key or a value")
+        valid_text(key, field)
+        valid_text(value, field)
         if key.startswith(RESERVED_ATTRIBUTE_PREFIXES) and not (
             owned_prefix and key.startswith(owned_prefix)
         ):
@@ -257,7 +274,8 @@ def plain_batch_valid(
     if bodies and max(map(len, bodies)) > config.max_message_bytes:
         return False
     return dedup_ids is None or not dedup_ids or (
-        max(map(len, dedup_ids)) <= limits.MAX_DEDUP_ID and NUL not in "".join(dedup_ids)
+        max(map(len, dedup_ids)) <= limits.MAX_DEDUP_ID
+        and _NOT_TEXT.search("".join(dedup_ids)) is None
     )
 
 
