@@ -30,6 +30,7 @@ from ...domain.types import (
 )
 from ...errors import InvalidArgument, clip
 from ...traffic import WINDOW_SECONDS
+from .. import request_body
 from .history import DepthHistory
 
 MAX_QUEUES = 50  # queues of one overview page (each costs one stats read per refresh)
@@ -63,9 +64,15 @@ def bad(field: str, message: str) -> ApiError:
 
 async def json_body(request: web.Request) -> dict[str, Any]:
     try:
-        data = json.loads(await request.read() or b"{}")
+        raw = await request_body.read(request)
+    except request_body.UndecodableBody as error:
+        raise bad("body", str(error)) from None
+    try:
+        data = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
         raise bad("body", "not JSON") from None
+    except RecursionError:  # nested deeper than the decoder goes; no request here needs that
+        raise bad("body", "JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise bad("body", "a JSON object is expected")
     return data
@@ -393,8 +400,12 @@ class Api:
             isinstance(k, str) and isinstance(v, str) for k, v in attributes.items()
         ):
             raise bad("attributes", "an object of strings is expected")
+        try:
+            encoded = body.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\udfff" in the JSON): not text
+            raise bad("body", "must be valid Unicode text (holds a lone surrogate)") from None
         message = NewMessage(
-            body=body.encode("utf-8", "surrogatepass"),
+            body=encoded,
             attributes=attributes,
             channel=_string(data, "channel", limit=65),
             delay=_number(data, "delay"),

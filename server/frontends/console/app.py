@@ -3,9 +3,10 @@
 Routes: "/" is the page (static/index.html), /static/ its script and style, /api/ the JSON API
 (api.py). One middleware guards every request:
 
-- /api/ requests need a session (sessions.py) and, when a policy is configured, a signed-in
-  principal, resolved again from the policy on every request (a revoked token signs out at once);
-- a request that may change data (any method but GET/HEAD) needs the session's CSRF token in the
+- /api/ requests need, when a policy is configured, a signed-in session (sessions.py), whose
+  principal is resolved again from the policy on every request (a revoked token signs out at
+  once); visitors not signed in hold no session (their CSRF token comes from a nonce cookie);
+- a request that may change data (any method but GET/HEAD) needs its CSRF token in the
   X-CSRF-Token header, the sign-in included; then the core checks the principal's grants;
 - every failure is a JSON error: a domain error of the core maps to its HTTP status (400, 403,
   404, 409, 429, 503), an unexpected one is a 500 logged with its traceback (a bug);
@@ -19,6 +20,7 @@ status, duration, peer; never a body, a token, a cookie, a handle or a query str
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from importlib import resources
@@ -41,10 +43,11 @@ from ...errors import (
 )
 from ...logs import request_id_var
 from ...metrics import Metrics
+from .. import request_body
 from ..http_site import HttpSite
 from ..observe import count_request, log_request
 from .api import Api, ApiError, json_body
-from .sessions import COOKIE, CSRF_HEADER, Session, Sessions
+from .sessions import COOKIE, CSRF_HEADER, NONCE_COOKIE, Session, Sessions
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,7 @@ _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
+_STATIC_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 _METHODS = frozenset({"GET", "HEAD", "POST", "PATCH", "DELETE"})
 
@@ -139,6 +143,7 @@ class ConsoleFrontend:
             response = await self._guarded(request, handler)
         finally:
             request_id_var.reset(reset)
+        request_body.close_if_needed(request, response)
         response.headers["Content-Security-Policy"] = _CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
@@ -159,8 +164,8 @@ class ConsoleFrontend:
         try:
             session = self.sessions.get(request.cookies.get(COOKIE))
             request["session"] = session
-            if request.method not in _SAFE_METHODS and not Sessions.csrf_ok(
-                session, request.headers.get(CSRF_HEADER)
+            if request.method not in _SAFE_METHODS and not self.sessions.csrf_ok(
+                session, request.cookies.get(NONCE_COOKIE), request.headers.get(CSRF_HEADER)
             ):
                 return error_response(
                     403, "CSRF", "Missing or wrong CSRF token: reload the page and try again."
@@ -188,7 +193,7 @@ class ConsoleFrontend:
             return None
         principal = self.policy.current().by_token(session.token)
         if principal is None:
-            session.token = None  # revoked or removed from the policy: signed out
+            self.sessions.forget_token(session)  # revoked or removed from the policy: signed out
         return principal
 
     # --- the page -----------------------------------------------------------------------------
@@ -200,7 +205,9 @@ class ConsoleFrontend:
         name = request.match_info["file"]
         types = {"js": "text/javascript", "css": "text/css", "svg": "image/svg+xml"}
         kind = types.get(name.rpartition(".")[2])
-        if kind is None or "/" in name or name.startswith("."):
+        # Names as the page's own files are: anything else (a 300-character name the file
+        # system refuses, "..", odd characters) is not one of them.
+        if kind is None or not _STATIC_NAME.fullmatch(name):
             raise web.HTTPNotFound()
         return self._file(name, kind)
 
@@ -217,7 +224,16 @@ class ConsoleFrontend:
 
     # --- sessions -----------------------------------------------------------------------------
 
-    def _answer(self, session: Session, principal: Principal | None) -> web.Response:
+    def _answer(
+        self, request: web.Request, session: Session | None, principal: Principal | None
+    ) -> web.Response:
+        """The session's state and CSRF token: a signed-in session's own, else the one derived
+        from the visitor's nonce cookie (set here when missing; no server state)."""
+        nonce = request.cookies.get(NONCE_COOKIE, "")
+        fresh_nonce = session is None and not Sessions.nonce_ok(nonce)
+        if fresh_nonce:
+            nonce = Sessions.new_nonce()
+        csrf = session.csrf if session is not None else self.sessions.anonymous_csrf(nonce)
         response = web.json_response(
             {
                 "auth": self.policy is not None,
@@ -226,18 +242,25 @@ class ConsoleFrontend:
                 # Whether to offer "new queue" (the server checks the grant on the name anyway).
                 "may_create": principal is None
                 or any("admin" in grant.actions for grant in principal.grants),
-                "csrf": session.csrf,
+                "csrf": csrf,
             }
         )
-        response.set_cookie(
-            COOKIE, session.id, httponly=True, samesite="Strict", path="/",
-            secure=False,  # plain HTTP on loopback; behind a TLS proxy the cookie still works
-        )
+        # secure=False: plain HTTP on loopback; behind a TLS proxy the cookies still work.
+        if session is not None:
+            response.set_cookie(
+                COOKIE, session.id, httponly=True, samesite="Strict", path="/", secure=False
+            )
+        elif COOKIE in request.cookies:
+            response.del_cookie(COOKIE, path="/")  # signed out, ended or expired
+        if fresh_nonce:
+            response.set_cookie(
+                NONCE_COOKIE, nonce, httponly=True, samesite="Strict", path="/", secure=False
+            )
         return response
 
     async def session_info(self, request: web.Request) -> web.Response:
-        session = request["session"] or self.sessions.new()
-        return self._answer(session, request["principal"])
+        # No session is made here: only a sign-in makes one (a flood of these holds nothing).
+        return self._answer(request, request["session"], request["principal"])
 
     async def sign_in(self, request: web.Request) -> web.Response:
         if self.policy is None:
@@ -250,11 +273,11 @@ class ConsoleFrontend:
         if principal is None:
             raise ApiError(401, "UNAUTHENTICATED", "Unknown token.")
         self.sessions.end(request["session"])
-        return self._answer(self.sessions.new(token), principal)
+        return self._answer(request, self.sessions.new(token), principal)
 
     async def sign_out(self, request: web.Request) -> web.Response:
         self.sessions.end(request["session"])
-        return self._answer(self.sessions.new(), None)
+        return self._answer(request, None, None)
 
     # --- the access log -----------------------------------------------------------------------
 
