@@ -187,7 +187,7 @@ def test_get_messages_xml_has_the_reference_shape(azure_server, queue: QueueClie
         r"<MessageId>[0-9a-f]{32}</MessageId>"
         r"<InsertionTime>\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT</InsertionTime>"
         r"<ExpirationTime>\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT</ExpirationTime>"
-        r"<PopReceipt>[A-Za-z0-9_-]+\.[0-9a-f]{32}</PopReceipt>"
+        r"<PopReceipt>[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{16}</PopReceipt>"
         r"<TimeNextVisible>\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT</TimeNextVisible>"
         r"<DequeueCount>1</DequeueCount><MessageText>shape</MessageText>"
         r"</QueueMessage></QueueMessagesList>",

@@ -2,10 +2,11 @@
 Azure code"), path-style URLs `/<account>/<queue>[/messages[/<messageid>]]` as Azurite serves them.
 
     app.py          the aiohttp server: request ids, headers, auth, errors, access log, metrics
+    request_checks.py header values that are text, the body against its Content-MD5
     routing.py      method + path + comp/restype -> the operation, its queue and message id
     operations.py   each Azure operation as calls of core.QueueCore
     parameters.py   query parameters: integers in Azure's (and leaseq's) ranges, names
-    pop_receipts.py Azure pop receipts <-> leaseq receipts (bound to the message id)
+    pop_receipts.py Azure pop receipts <-> leaseq receipts (bound to the message id by a MAC)
     metadata.py     x-ms-meta-* headers and the queues' metadata
     xml_bodies.py   the XML request and response bodies of the REST reference
     shared_key.py   SharedKey and SharedKeyLite verification, the development account

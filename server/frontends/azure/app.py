@@ -1,10 +1,11 @@
 """The Azure Queue Storage endpoint: an aiohttp server on the gRPC server's own event loop (the
 one HTTP stack of every front end: sqs/app.py says why), over the same `QueueCore`.
 
-One handler takes every request: it authenticates (SharedKey or SharedKeyLite against the
-policy's azure_keys; without a policy, the development account devstoreaccount1 with its published
-key, as Azurite) before reading the body (at most MAX_REQUEST_BYTES), routes the request
-(routing.py), runs the operation and answers. Every answer carries x-ms-request-id,
+One handler takes every request: it refuses header values that are not UTF-8 text, authenticates
+(SharedKey or SharedKeyLite against the policy's azure_keys; without a policy, the development
+account devstoreaccount1 with its published key, as Azurite) before reading the body (at most
+MAX_REQUEST_BYTES; checked against its Content-MD5 when the client sends one, as Azure does),
+routes the request (routing.py), runs the operation and answers. Every answer carries x-ms-request-id,
 x-ms-version, Date and the client's x-ms-client-request-id; every failure is Azure's XML <Error>
 with x-ms-error-code: bad input is a 4xx, never a 500 (a 500 InternalError means a bug, logged
 with its traceback). The access log and the RPC metrics (service "AzureQueueStorage") get one
@@ -22,18 +23,21 @@ from aiohttp import web
 from ...auth import Principal
 from ...errors import LeaseqError
 from ...logs import request_id_var
+from .. import request_body
 from ..dialect import DialectFrontend
 from ..observe import count_request, log_request
-from . import shared_key, xml_bodies
+from . import request_checks, shared_key, xml_bodies
 from .errors import (
     AUTHENTICATION_FAILED,
     INTERNAL_ERROR,
+    INVALID_INPUT,
     REQUEST_BODY_TOO_LARGE,
     AzureError,
     from_domain,
 )
 from .operations import OPERATIONS, Answer, Request
 from .parameters import check_timeout, single
+from .pop_receipts import PopReceipts
 from .routing import Route, route
 from .times import rfc1123
 
@@ -54,6 +58,9 @@ class AzureFrontend(DialectFrontend):
     DEFAULT_PORT = DEFAULT_PORT
     MAX_REQUEST_BYTES = MAX_REQUEST_BYTES
 
+    def _setup(self) -> None:
+        self._receipts: PopReceipts | None = None
+
     # --- requests ---------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -68,12 +75,14 @@ class AzureFrontend(DialectFrontend):
     async def _handle(self, request: web.Request, request_id: str, started: float) -> web.Response:
         found: Route | None = None
         try:
+            request_checks.check_headers(request.headers)
             # SharedKey signs no body: a caller that fails it costs no body read.
             account, principal = self._authenticate(request)
             query = single(
                 {k: request.rel_url.query.getall(k) for k in request.rel_url.query.keys()}
             )
             body = await self._body(request)
+            request_checks.check_content_md5(request.headers, body)
             found = route(request.method, request.rel_url.raw_path, query)
             if found.account != account:
                 raise AzureError(
@@ -91,6 +100,7 @@ class AzureFrontend(DialectFrontend):
                     principal,
                     self.core,
                     f"{request.scheme}://{request.host}/{found.account}/",
+                    self._pop_receipts(),
                 )
             )
             outcome = "OK"
@@ -110,7 +120,14 @@ class AzureFrontend(DialectFrontend):
         log_request(SERVICE, operation, queue, answer.status, started, request.remote or "")
         if self.metrics is not None:
             self._count(operation, queue, outcome, answer, started)
-        return web.Response(status=answer.status, body=answer.body or None, headers=headers)
+        response = web.Response(status=answer.status, body=answer.body or None, headers=headers)
+        return request_body.close_if_needed(request, response)
+
+    def _pop_receipts(self) -> PopReceipts:
+        """Made on first use: the store's secret exists once the store is open."""
+        if self._receipts is None:
+            self._receipts = PopReceipts(self.core.store.token_key())
+        return self._receipts
 
     async def _body(self, request: web.Request) -> bytes:
         too_large = AzureError(
@@ -122,9 +139,11 @@ class AzureFrontend(DialectFrontend):
         if declared is not None and declared > self.max_request_bytes:
             raise too_large
         try:
-            return await request.read()
+            return await request_body.read(request)
         except web.HTTPRequestEntityTooLarge:
             raise too_large from None
+        except request_body.UndecodableBody as error:
+            raise AzureError(INVALID_INPUT, f"One of the request inputs is not valid: {error}.") from None
 
     def _authenticate(self, request: web.Request) -> tuple[str, Principal | None]:
         """(account, principal): the principal None means every action is allowed (no policy:

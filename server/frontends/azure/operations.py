@@ -48,6 +48,7 @@ class Request:
     principal: Principal | None
     core: QueueCore
     service_endpoint: str  # "http://host:port/<account>/", for List Queues
+    receipts: pop_receipts.PopReceipts  # pop receipts of this store
 
 
 @dataclass
@@ -197,7 +198,7 @@ async def put_message(request: Request) -> Answer:
         raise outcome
     visible = now + (delay if delay is not None else config.default_delay)
     answer = xml_bodies.sent_message(
-        outcome.message_id, now, now + lifetime, pop_receipts.for_sent(outcome.message_id), visible
+        outcome.message_id, now, now + lifetime, request.receipts.for_sent(outcome.message_id), visible
     )
     return Answer(201, answer, {"Content-Type": "application/xml"}, ("sent", 1))
 
@@ -214,7 +215,7 @@ async def get_messages(request: Request) -> Answer:
         request.principal, name, count, visibility_timeout=float(visibility), wait_time=0.0
     )
     body = xml_bodies.received_messages(
-        (m, pop_receipts.encode(m.receipt, m.message_id)) for m in messages
+        (m, request.receipts.encode(m.receipt, m.message_id)) for m in messages
     )
     return Answer(200, body, {"Content-Type": "application/xml"}, ("received", len(messages)))
 
@@ -234,7 +235,7 @@ async def clear_messages(request: Request) -> Answer:
 
 async def delete_message(request: Request) -> Answer:
     name = _queue_name(request)
-    receipt = pop_receipts.decode(request.query.get("popreceipt"), request.route.message_id)
+    receipt = request.receipts.decode(request.query.get("popreceipt"), request.route.message_id)
     outcome = await request.core.delete(request.principal, name, [receipt])
     error = pop_receipts.rejected(outcome.results[0].status)
     if error is not None:
@@ -244,7 +245,7 @@ async def delete_message(request: Request) -> Answer:
 
 async def update_message(request: Request) -> Answer:
     name = _queue_name(request)
-    receipt = pop_receipts.decode(request.query.get("popreceipt"), request.route.message_id)
+    receipt = request.receipts.decode(request.query.get("popreceipt"), request.route.message_id)
     if "visibilitytimeout" not in request.query:
         raise missing_query("visibilitytimeout")
     visibility = params.integer(request.query, "visibilitytimeout", 0, params.MAX_VISIBILITY)
@@ -264,7 +265,7 @@ async def update_message(request: Request) -> Answer:
     return Answer(
         204,
         headers={
-            "x-ms-popreceipt": pop_receipts.encode(updated.receipt, request.route.message_id),
+            "x-ms-popreceipt": request.receipts.encode(updated.receipt, request.route.message_id),
             "x-ms-time-next-visible": rfc1123(updated.visible_at),
         },
     )

@@ -3,9 +3,10 @@ what List Queues, Put/Get/Peek Messages and errors answer.
 
 Answers are written with `saxutils.escape` (element order and names exactly as the reference
 gives them; ElementTree's writer would not escape a carriage return, which an XML parser then
-reads back as a line feed). Requests are read with ElementTree (expat) after refusing any
-document type declaration: Azure's bodies have none, and refusing DTDs rules out entity
-expansion attacks before the parser runs."""
+reads back as a line feed). Requests are untrusted XML, read with defusedxml (expat, refusing
+any document type declaration as the parser meets it, whatever the document's encoding: Azure's
+bodies have none, and without a DTD there is no entity to expand); an encoding expat cannot
+read (EBCDIC, UTF-7, a made-up name) is an invalid document too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from xml.sax.saxutils import escape, quoteattr
+
+import defusedxml
+import defusedxml.ElementTree
 
 from ...domain.types import DeliveredMessage, PeekedMessage
 from .errors import INVALID_XML, AzureError
@@ -42,14 +46,19 @@ def document(body: str) -> bytes:
 
 def parse_message_text(body: bytes) -> str:
     """MessageText of `<QueueMessage><MessageText>...</MessageText></QueueMessage>`."""
-    if b"<!DOCTYPE" in body.upper() or b"<!ENTITY" in body.upper():
-        raise AzureError(INVALID_XML, "XML document type declarations are not accepted.")
     try:
-        root = ET.fromstring(body)
+        root = defusedxml.ElementTree.fromstring(body, forbid_dtd=True)
+    except defusedxml.DefusedXmlException:
+        raise AzureError(INVALID_XML, "XML document type declarations are not accepted.") from None
     except ET.ParseError as error:
         raise AzureError(
             INVALID_XML,
             f"XML specified is not syntactically valid ({error}).",
+        ) from None
+    except (LookupError, ValueError) as error:  # an encoding expat cannot read
+        raise AzureError(
+            INVALID_XML,
+            f"XML specified is not syntactically valid (its encoding: {str(error)[:100]}).",
         ) from None
     children = list(root)
     if root.tag != "QueueMessage" or [c.tag for c in children] != ["MessageText"]:
