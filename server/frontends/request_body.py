@@ -11,8 +11,12 @@ in the answer (Connection: close), so that a client does not send its next reque
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
+
+Response = TypeVar("Response", bound=web.StreamResponse)
 
 _CLOSE = "leaseq.close_connection"
 
@@ -36,7 +40,7 @@ async def read(request: web.Request) -> bytes:
         ) from None
 
 
-def close_if_needed(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+def close_if_needed(request: web.Request, response: Response) -> Response:
     if request.get(_CLOSE):
         response.force_close()
     return response

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
+
 from leaseq.client import QueueClient
 from leaseq.server.frontends.console import sessions
-
 from tests.support import http_frontend, postgres
 from tests.support.http_frontend import FrontendServer
 
