@@ -29,7 +29,7 @@ Then it starts `leaseq serve` in a child process on a temp store (SQLite by defa
    Arrow). Everything else of a cycle (the store, gRPC, the network) stays the same, so the
    projected cycle time with IPC is the measured Arrow cycle minus the difference. The IPC side
    is counted generously: its server side skips the per-entry validation the protobuf side
-   does. The decision rule (issue #3): put Arrow IPC in the proto only if the projection beats
+   does. The decision rule: put Arrow IPC in the proto only if the projection beats
    the measured Arrow path by at least 1.3x.
 """
 

@@ -4,7 +4,7 @@ The raw loop does what a durable queue must do per batch, straight on SQLite in 
 nothing else: no gRPC, no protobuf, no receipts beyond a random token per delivery. WAL and
 synchronous=FULL as the store, the same three commits per cycle (send; lease; delete). A server
 can only approach it, so `leaseq bench ... --baseline` prints the server's rate as a ratio of it
-(issue 20's targets are such ratios, measured side by side because this machine's speed drifts).
+(the targets are such ratios, measured side by side because a machine's speed drifts).
 
 - cycle: insert `batch` rows, COMMIT; select the first `batch` visible rows, lease each with a
   random token, read them back, COMMIT; delete each by (id, token), COMMIT.

@@ -16,7 +16,7 @@ cannot skip:
 - GetQueueStats: total and deleted_total, counted in memory. Anything else: an empty answer.
 
 The database work is someone else's minimum:
-- sqlite: the raw loop's statements (`leaseq.bench.baseline`, the floor of issue 20's ratios:
+- sqlite: the raw loop's statements (`leaseq.bench.baseline`, the floor of `--baseline`'s ratios:
   WAL, synchronous=FULL), on the event loop or, with --sqlite-work, partly or wholly on a thread
   (_SqliteFloor says how);
 - postgres: pgmq's own statements (its `send_batch`, `read` and `delete`, on a table shaped as
@@ -31,7 +31,7 @@ counters, no attributes, no interceptors. So what `leaseq bench` measures agains
 a server of this shape (a grpc.aio process in front of the database, the same wire bytes in and
 about the same out) can do on this machine: leaseq's rate as a share of it is what leaseq's own
 layer costs, and the floor's rate beside a peer's, measured in one run, says whether such a
-server can overtake that peer at all (issue 20's peers row; issue 15's rows against pgmq).
+server can overtake that peer at all (docs/performance.md: the rows against pgmq).
 
     python -m leaseq.bench.floor_server --listen 127.0.0.1:50300 &
     leaseq bench cycle --target 127.0.0.1:50300 --server-pid $! --producers 1 --consumers 1

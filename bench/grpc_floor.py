@@ -6,7 +6,7 @@ Runs, one after the other on this machine:
 
 1. a do-nothing grpc.aio server (the server options of `leaseq serve`; every method answers
    empty bytes at once), driven by `leaseq bench send --target` with the same clients, batch and
-   producers as issue 20's send row: its CPU per message is what gRPC and asyncio cost before
+   producers as the send row of docs/performance.md: its CPU per message is what gRPC and asyncio cost before
    any queue work;
 2. the raw SQLite loop of `--baseline` (send: insert + COMMIT), its CPU per message;
 3. `leaseq bench send --baseline` itself, for the real server beside them.

@@ -1,4 +1,4 @@
-"""Send latency with many waiting receivers (issue 14, item 3: every send woke every waiter).
+"""Send latency with many waiting receivers (when every send woke every waiter, it grew with them).
 
 Usage: python -m leaseq.bench.wakeups [--store sqlite|memory|postgres] [--waiters 0 1000 5000]
                                        [--kind follow|poll] [--sends 200] [--batch 100]

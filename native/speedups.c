@@ -274,7 +274,7 @@ static inline uint64_t rotr64(uint64_t x, int n) { return (x >> n) | (x << (64 -
 static inline uint64_t load64_le(const uint8_t *p) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     uint64_t v;
-    memcpy(&v, p, sizeof v);  /* one load; the byte loop below cost ~25 instructions a word */
+    memcpy(&v, p, sizeof v);  /* one load, where the byte loop below takes eight and shifts */
     return v;
 #else
     uint64_t v = 0;
@@ -299,9 +299,8 @@ static void blake2b_compress(uint64_t h[8], const uint8_t block[128], uint64_t t
     v[12] ^= t;  /* the high word of the counter stays 0: messages here are tiny */
     if (last) v[14] = ~v[14];
     /* The twelve rounds written out, so that every sigma index is a constant and m[] lives in
-       registers: the loop over r read sigma and m from memory for every G (with load64_le's
-       single loads: 2,430 -> 1,660 instructions a compression under callgrind; a receipt made
-       or checked costs one). */
+       registers: the loop over r read sigma and m from memory for every G (a receipt made or
+       checked costs one compression; the instruction counts are in docs/performance.md). */
 #define ROUND(r) \
     do { \
         G(v[0], v[4], v[8], v[12], m[blake2b_sigma[r][0]], m[blake2b_sigma[r][1]]); \

@@ -392,8 +392,9 @@ def _settle_garbage_collector() -> None:
     collector no longer walks the modules, grpc, protobuf descriptors and the store's objects at
     every full collection) and collect the youngest generation less often. The server allocates
     objects per message (DeliveredMessage, LeaseResult, rows) that are freed by reference
-    counting, not by the collector; at the default thresholds the collector took about 4% of the
-    server's instructions at cycle batch 1000 (callgrind). Cycles are still collected."""
+    counting, not by the collector; at the default thresholds the collector took a measurable
+    share of the server's instructions (docs/performance.md, "Figures behind the code"). Cycles
+    are still collected."""
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()

@@ -1,6 +1,6 @@
 """Bytes of messages in memory on their way to clients: one call's share and the server's total.
 
-Why (issue 14): a GetMessages of 60 messages of 8 MiB read all 480 MiB before sending any, and a
+Why: a GetMessages of 60 messages of 8 MiB used to read all 480 MiB before sending any, and a
 follow stream whose client never reads kept leasing and buffering. Now every store read of a
 receive or peek is bounded twice:
 

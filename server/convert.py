@@ -126,10 +126,10 @@ class TimestampCache:
 
 # --- received messages as protobuf wire bytes -------------------------------------------------
 #
-# A receive of 1,000 messages built its response with `messages.add(...)`: about 3 µs a message,
-# the largest single cost on the event loop (issue 20's profile). Writing each ReceivedMessage's
-# wire bytes here and parsing the whole response once (upb, in C: 0.1 µs a message) costs about a
-# third of that. The encoding is plain proto3 (fields in number order, empty scalars left out);
+# A receive of 1,000 messages built its response with `messages.add(...)`, the largest single
+# cost on the event loop in a profile. Writing each ReceivedMessage's wire bytes here and parsing
+# the whole response once (upb, in C) costs about a third of that (docs/performance.md, "Figures
+# behind the code"). The encoding is plain proto3 (fields in number order, empty scalars left out);
 # parsing it back checks it, so a response can never carry bytes the schema does not allow.
 
 _SMALL_VARINTS = [bytes((n,)) for n in range(128)]
@@ -207,7 +207,7 @@ class Wire:
 
     The hot responses (GetMessages, SendMessages, DeleteMessages) are written as wire bytes
     (ReceivedEncoder, _framed_alike); parsing them into a message only for gRPC to serialize it
-    again cost about 0.6 µs a received message (issue 20). `count` is what the metrics count of
+    again cost a part of a microsecond per received message. `count` is what the metrics count of
     the response: messages received, sent, or acknowledged (metrics.py)."""
 
     __slots__ = ("data", "count")

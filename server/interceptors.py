@@ -9,7 +9,7 @@ its request id in the trailers of an aborted call).
 
 A finished call's context must never be touched: grpc releases the call when the RPC's task
 ends, and methods that reach into it (peer(), auth_context()) then dereference a freed pointer
-and the process dies of SIGSEGV (issue 14). So:
+and the process dies of SIGSEGV. So:
 - an observation reads what it needs of the context in `start`, never in `end`;
 - a response stream is served with the writer API (`await context.write(...)`) from a
   coroutine, not handed to grpc as an async generator. grpc drives a generator from outside:

@@ -7,8 +7,8 @@ wakes it, and how many of a queue's waiters are woken, is the subject of this mo
 Wake-ups are counted, not broadcast
 -----------------------------------
 With 1,000 streams parked on a queue, ringing every one of them for every send costs 1,000 store
-calls per send (a 100-message send went from 1.4 ms to 41 ms, 516 ms with 5,000 streams). So an
-event wakes only as many waiters as it can feed:
+calls per send (a send then takes thirty times as long: `python -m leaseq.bench.wakeups`, figures
+in docs/performance.md). So an event wakes only as many waiters as it can feed:
 
 - a send of n visible messages wakes, per channel, parked waiters whose channel filter matches
   until their batch sizes ("want": max_messages, or a follow stream's room) add up to n;
@@ -135,7 +135,7 @@ log = logging.getLogger(__name__)
 def chunk_facts(messages: Sequence[DeliveredMessage], now: float) -> tuple[int, float | None]:
     """Of a chunk a look found: its bytes (message_size summed: what counts against call_bytes
     and the byte budget) and the earliest lease it granted ends (visible_at > now), in one pass
-    instead of one pass for each (about 0.6 us a message saved at batch 1000)."""
+    instead of one pass for each (a pass is per message, on the event loop)."""
     size = 0
     end: float | None = None
     for message in messages:

@@ -9,13 +9,12 @@ another queue, or on a queue deleted and created again, does not verify.
 Layout before base64url (unpadded): version (1 byte) | key (8) | receipt_seq (4) | mac (16).
 
 Version 2 (written now) uses keyed BLAKE2b, BLAKE2's own MAC mode: a receipt is made on every
-delivery and checked on every ack, and keyed BLAKE2b costs a third of HMAC-SHA256 here (0.6 µs
-against 1.5 µs a call), a sixth of the store's time per message at batch 1,000 (issue 6's
-profile). Version 1 (HMAC-SHA256, written by earlier releases) still verifies, so receipts held
+delivery and checked on every ack, and keyed BLAKE2b costs a third of HMAC-SHA256 here, which
+shows in the store's time per message (docs/performance.md, "Figures behind the code"). Version 1 (HMAC-SHA256, written by earlier releases) still verifies, so receipts held
 by consumers across an upgrade stay valid until their messages are delivered again.
 
 `encode_many` / `decode_many` do a whole batch (a receive's deliveries, an ack's receipts) with the
-same results as one call per receipt, at about half the cost (issue 20): the key is set up once
+same results as one call per receipt, at about half the cost: the key is set up once
 (a copy of a keyed BLAKE2b state skips re-keying, one compression per MAC less) and one base64
 call codes the whole batch, each 29-byte receipt padded to 30 bytes = 40 characters, of which
 the receipt is the first 39 (the pad byte is 0, so the 39th character is the same as unpadded).

@@ -2,7 +2,7 @@
 
 The auth interceptor checks a GetMessages call when it starts, and a follow stream again when
 the policy changes. `LongPoll.follow` asks before every store read (`check_still_allowed`), so a
-stream whose grant was revoked leases nothing more (issue 14, item 10): the check aborts the call
+stream whose grant was revoked leases nothing more: the check aborts the call
 with PERMISSION_DENIED / UNAUTHENTICATED. The check lives in a context variable because each gRPC
 call runs in a task of its own, and the handler knows nothing of auth: without an auth policy
 there is no check and nothing to do.

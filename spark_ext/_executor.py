@@ -67,9 +67,9 @@ def freeze_worker_heap() -> None:
     per process (the first client of a worker: its modules are imported by then).
 
     PySpark's daemon calls ``gc.collect()`` after every task of a reused Python worker, and a full
-    collection walks every object of pyspark, pyarrow, grpc and protobuf (about 90,000 objects:
-    10 to 30 ms of CPU). At 10,000 rows per task that was 3 to 4 us of CPU per row, most of a
-    worker's time in the streaming source (scripts/bench_spark_streaming.py). Frozen objects are
+    collection walks every object of pyspark, pyarrow, grpc and protobuf, which was most of a
+    worker's time in the streaming source (scripts/bench_spark_streaming.py; the figures in
+    docs/performance.md). Frozen objects are
     still freed by reference counting; only a cycle among them would never be collected, and
     what exists at a worker's first client (modules, classes, the channel) lives as long as the
     worker anyway."""

@@ -295,7 +295,7 @@ def channel_matches(channel: str, channel_filter: str) -> bool:
 
 def new_message_ids(count: int) -> list[str]:
     """`count` fresh message ids, 32 hex digits (128 random bits) each, from one draw of the
-    OS's randomness: a draw per id was a system call each, 4% of a PostgreSQL server's samples
-    in sends at batch 100."""
+    OS's randomness: a draw per id was a system call each, which showed in a profile of
+    PostgreSQL sends (docs/performance.md, "Figures behind the code")."""
     digits = os.urandom(16 * count).hex()
     return [digits[start : start + 32] for start in range(0, 32 * count, 32)]

@@ -1,8 +1,9 @@
 """The queue's value types: what the front ends, the core and the stores pass to each other.
 
 Values made once per message (sent, delivered, peeked, acked) are slotted dataclasses, not
-frozen ones: a frozen dataclass sets each field through object.__setattr__ (1.2 µs for a
-DeliveredMessage against 0.17 µs), and these are built tens of thousands of times a second.
+frozen ones: a frozen dataclass sets each field through object.__setattr__, several times
+slower to build (docs/performance.md, "Figures behind the code"), and these are built tens of
+thousands of times a second.
 Treat them as immutable all the same; nothing mutates one after building it.
 
 The semantics these values carry are the package docstring's (`leaseq.server.domain`).

@@ -28,8 +28,8 @@ from tests.support.process import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-# Generous: on a loaded 2-core machine the two Spark snippets took almost 5 minutes (a quiet one
-# needs about one); a deadline is only there so that a hang fails.
+# Generous: on a loaded machine the two Spark snippets take minutes; a deadline is only there so
+# that a hang fails.
 SNIPPET_TIMEOUT = 900.0
 
 

@@ -1,4 +1,4 @@
-"""Values a client sends are echoed bounded (issue 14, item 7): a 32 MiB queue name was written
+"""Values a client sends are echoed bounded: a 32 MiB queue name used to be written
 whole into the access log (log amplification) and into PERMISSION_DENIED and UpdateQueue mask
 errors, until gRPC refused the trailers (RESOURCE_EXHAUSTED). Against a real `leaseq serve` with
 an auth policy, logging at info (where PERMISSION_DENIED and INVALID_ARGUMENT are logged)."""

@@ -1,5 +1,5 @@
 """Follow streams that end by their deadline or by the client's cancel, while messages flow to
-them, must never take the server down (issue 14, item 1).
+them, must never take the server down.
 
 The server once died of SIGSEGV here: when a call ended while grpc was writing its response (a
 stream waiting on flow control when the deadline struck, or the client cancelled), the access

@@ -1,5 +1,5 @@
-"""U+0000 in a text field: INVALID_ARGUMENT on every store, per entry in a send batch (issue 14,
-item 5). PostgreSQL answered INTERNAL for it (its text cannot hold NUL) and failed the whole batch
+"""U+0000 in a text field: INVALID_ARGUMENT on every store, per entry in a send batch.
+PostgreSQL answered INTERNAL for it (its text cannot hold NUL) and failed the whole batch
 for one entry, while SQLite and memory kept it: one rule for all stores now, in validation."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Page tokens are sealed: they show nothing of what the caller may not see, and a forged,
-altered, foreign or absurd token is INVALID_ARGUMENT (issue 14, items 4 and 5)."""
+altered, foreign or absurd token is INVALID_ARGUMENT."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Only the exact receipt string issued is accepted (issue 14, item 6): the same receipt in the
+"""Only the exact receipt string issued is accepted: the same receipt in the
 standard base64 alphabet ('+' and '/' for '-' and '_') decodes to the same bytes, and was
 accepted by every store. It is INVALID_RECEIPT now, and the message stays leased."""
 

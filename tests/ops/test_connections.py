@@ -1,5 +1,5 @@
-"""Idle and surplus connections (issue: 21,000 idle TCP connections took every file descriptor
-and new clients got no answer). A real `leaseq serve` with a low --max-connections and raw TCP
+"""Idle and surplus connections (without a cap, tens of thousands of idle TCP connections took
+every file descriptor and new clients got no answer). A real `leaseq serve` with a low --max-connections and raw TCP
 connections over loopback that speak just the HTTP/2 preface, as an idle gRPC client does."""
 
 from __future__ import annotations

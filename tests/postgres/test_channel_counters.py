@@ -1,5 +1,5 @@
 """channel_counters (schema version 4): every statement that adds, removes or moves messages keeps
-each channel's count, so that GetQueueStats reads no visible message (issue 15).
+each channel's count, so that GetQueueStats reads no visible message.
 
 The checks compare the counters with a count of the rows, and the store's stats with the stats
 counted from the rows as the store counted them before version 4, after random mixes of every

@@ -287,7 +287,7 @@ async def test_no_hot_statement_is_jit_compiled(backlog) -> None:
 
 @pytest.fixture
 async def vacuumed_nearly_empty(schema: str, url: str, monkeypatch):
-    """Issue 13's sequence on one schema: a batch-1 cycle on a small queue, DeleteQueue, VACUUM
+    """The sequence that once collapsed the receive plan, on one schema: a batch-1 cycle on a small queue, DeleteQueue, VACUUM
     ANALYZE of the schema's tables (messages is left nearly empty: its statistics say so), then
     a producer's backlog on a new queue, some of it leased, delivered and deleted, with no
     ANALYZE since. Yields (store session, parameters, store)."""

@@ -46,7 +46,7 @@ def test_another_queue_or_key_does_not_verify() -> None:
 def test_every_single_character_change_is_refused() -> None:
     codec = ReceiptCodec(KEY)
     receipt = codec.encode(UID, 12345, 6)
-    # '+' and '/': the standard base64 alphabet's spelling of '-' and '_' (issue 14, item 6).
+    # '+' and '/': the standard base64 alphabet's spelling of '-' and '_'.
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/"
     for position in range(len(receipt)):
         for char in alphabet:

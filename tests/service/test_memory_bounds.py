@@ -1,4 +1,4 @@
-"""Issue 14, item 2: what one call, one follow stream and the whole server hold in memory.
+"""What one call, one follow stream and the whole server hold in memory.
 
 Over a real `leaseq serve` process (SQLite store): its RSS comes from /proc/<pid>/status. The
 messages are sent, the server is restarted over the same file (so its RSS is not inflated by the

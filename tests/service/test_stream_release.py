@@ -1,4 +1,4 @@
-"""Issue 14, item 10: a GetMessages stream that ends leaves nothing leased that it did not send,
+"""A GetMessages stream that ends leaves nothing leased that it did not send,
 and a follow stream whose grant was revoked leases nothing more.
 
 The streams' clients never read (a receive window of one byte), so nothing the server sends on

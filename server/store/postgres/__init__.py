@@ -55,7 +55,7 @@ Counters (dead-lettered, expired, deleted totals and lease grants) are not colum
 row, which every consumer would then update and serialize on: each connection adds to its own
 row of ``queue_counters`` (slot = backend pid mod COUNTER_SLOTS) and stats sums them.
 
-Stats count no visible message (schema version 4, issue 15). ``channel_counters`` (queue,
+Stats count no visible message (schema version 4). ``channel_counters`` (queue,
 channel, slot) holds how many messages each channel of a queue has (expired ones not swept yet
 included), sharded the same way. Triggers on ``messages`` keep it (schema.py, version 4), so
 every writer is counted whatever its code: this store's statements, and those of replicas of an
@@ -71,8 +71,7 @@ messages (messages_visible after now), the expired ones not swept (messages_expi
 and the oldest visible one (messages_enqueued, past the unavailable ones); visible = total -
 expired - leased - delayed (never below 0, should the counters ever be short: a warning says
 so). Its cost follows the leased, delayed and expired messages and the dead index entries not
-vacuumed yet, not the backlog: at 1,000,000 waiting 0.1 ms of the database (2,256 ms at
-10,000,000 when it counted the rows). Housekeeping removes the rows of channels whose slots sum
+vacuumed yet, not the backlog (docs/performance.md, "Figures behind the code"). Housekeeping removes the rows of channels whose slots sum
 to 0 (locked and summed again first), so a queue that used many channel names keeps no rows for
 them. The migration fills the table from the rows and
 creates the triggers in one transaction, with writers locked out meanwhile: no write is missed

@@ -79,7 +79,8 @@ _CHANNEL_TRIGGERS = [
     # tables with a column list (UPDATE OF), and without one every delivery would copy its rows
     # into them; so a row-level trigger notes each row it really moves in channel_moves (plain
     # inserts: upserting the counter row per moved row updated one row again and again in one
-    # transaction, and each upsert walked all its versions, 570 us a row at 20,000), and a
+    # transaction, and each upsert walked all its versions: a cost per row that grew with the
+    # statement's rows, docs/performance.md), and a
     # statement-level one takes them out again and adds them up in one upsert.
     _trigger_function(
         "channel_counts_note_move",
@@ -237,7 +238,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         4,
         [
-            # Stats without counting the queue (issue 15): how many messages each channel of a
+            # Stats without counting the queue: how many messages each channel of a
             # queue holds (expired ones not swept yet included). Sharded like queue_counters:
             # each connection adds to its own row (slot = backend pid mod COUNTER_SLOTS), so
             # concurrent senders and acks never wait for one hot row; stats sums the slots.

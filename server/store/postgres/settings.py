@@ -46,10 +46,10 @@ STALE_STATS_ROWS = 10_000
 LISTEN_BACKOFF_MAX = 5.0
 # The least time between two NOTIFY statements of one server (notifications.py): changes made
 # meanwhile wait for the next, one statement for all. Each NOTIFY is a round trip on a pooled
-# connection, and every replica's LISTEN connection (this one's too) reads it: with a NOTIFY after
-# every send, `leaseq bench send --store postgres --batch 100 --producers 2` spent 18.3-19.8 µs
-# of the server's CPU per message, with this gap 14.9-16.5 (32,200-35,260 -> 37,000-39,500
-# msgs/s, alternated, 2026-11-28), as much as with no NOTIFY at all. A receiver waiting on
+# connection, and every replica's LISTEN connection (this one's too) reads it: with this gap a
+# send costs the server what it costs with no NOTIFY at all, and a fifth less than with a NOTIFY
+# after every send (`leaseq bench send --store postgres --batch 100 --producers 2`, the figures
+# in docs/performance.md). A receiver waiting on
 # another replica hears of a send at most this much later than it would have.
 NOTIFY_GAP_SECONDS = 0.005
 
@@ -57,9 +57,9 @@ NOTIFY_GAP_SECONDS = 0.005
 # package docstring, Indexes). The user's own `options` in the URL come first and cannot undo them.
 # jit off: a path the enable_* settings disable still costs 10^10 when it is the only one (the
 # byte-limited receive sorts its few candidates), far above jit_above_cost, and PostgreSQL then
-# JIT-compiled that statement on every execution: about 1 s of the database's CPU per receive
-# (EXPLAIN ANALYZE: "JIT ... Total 1081 ms", execution 0.4 ms). No statement here is long enough
-# for JIT to pay.
+# JIT-compiled that statement on every execution: about a second of the database's CPU for a
+# receive that executes in under a millisecond (EXPLAIN ANALYZE shows both). No statement here is
+# long enough for JIT to pay.
 PLANNER_SETTINGS = {
     "plan_cache_mode": "force_custom_plan",
     "enable_seqscan": "off",

@@ -369,15 +369,15 @@ DROP_CHANNEL_ROWS_SQL = """
 """
 
 # GetQueueStats in one statement (one snapshot: the counters and the rows agree), without
-# reading the queue's visible messages (issue 15: counting them took 2.3 s at 10,000,000):
+# reading the queue's visible messages (counting them took seconds at 10,000,000):
 #   0: each channel's messages (channel_counters' slots summed; expired ones not swept included)
 #   1: each channel's leased and delayed messages, unexpired: messages_visible's range after now
 #   2: each channel's expired messages not swept yet (past SWEEP_LIMIT): messages_expiry's range
 #      up to now
 #      (both ranges read in index order, ORDER BY: an Index Scan, never a Bitmap Heap Scan, which
-#      a custom plan chose on a queue just acked at 20,000/s and which never marks index
-#      entries of deleted rows dead: its every run visited the heap of the 223,000 acked
-#      messages whose last lease ended after now, 50 ms; an Index Scan visits them once)
+#      a custom plan chose on a queue just acked fast and which never marks index entries of
+#      deleted rows dead: its every run visited the heap of every acked message whose last
+#      lease ended after now; an Index Scan visits them once)
 #   3: the oldest visible message's enqueued_at: messages_enqueued in order from the queue's
 #      first entry, past the leased, delayed and expired ones (`+ 0`: filters, so that no plan
 #      reads a range of messages_visible and sorts it)
@@ -436,8 +436,8 @@ WRITE_LEASES_SQL = """
 # flush); the statement says whether one is due.
 
 # Their plans are cached per connection instead of made anew on every execution (PLANNER_SETTINGS'
-# force_custom_plan; planning was 0.3-0.6 ms of the database's CPU per statement, up to 80% of a
-# one-message receive). They can be: the queue's id and "now" come from the CTE q, not from
+# force_custom_plan; planning was most of a one-message receive's database CPU,
+# docs/performance.md). They can be: the queue's id and "now" come from the CTE q, not from
 # parameters, so no plan knows them anyway, and their index paths hold whatever the statistics
 # say (tests/postgres/test_query_plans.py checks their generic plans on statistics of a nearly
 # empty table too). The store switches a connection's session between the two modes when it
@@ -528,8 +528,8 @@ SEND_SQL = _send_sql("""
 
 # SEND_SQL for messages that are only a body (send_bodies: the usual batch): two arrays, not
 # six. Each array costs its dump in the server (per element, in Python) and its parse and unnest
-# in the backend: `python scripts/pg_send_cost.py --rounds 7` (batch 100) gave 7.80 against 8.33
-# us of backend CPU per message and 1.14 against 1.25 ms per statement.
+# in the backend (`leaseq bench send --store postgres --json`: database_cpu_us_per_msg; the
+# figures in docs/performance.md).
 SEND_BODIES_SQL = _send_sql("""
         INSERT INTO messages (queue, message_id, body, channel, enqueued_at, expires_at,
                               visible_at)
@@ -552,12 +552,11 @@ SEND_BODIES_SQL = _send_sql("""
 # by the limit on another replica may wait for this ack: only then does the store notify (see the
 # package docstring, Notifications).
 # The key and receipt_seq arrays are cast once, in q: written in the row filter, the casts (psycopg
-# sends small ints as int2[]) ran once per row, 100 array coercions per ack of 100, about a tenth
-# of the database's CPU for the ack (perf of the backend: array_map, CopyArrayEls).
+# sends small ints as int2[]) ran once per row, 100 array coercions per ack of 100 (perf of the
+# backend: array_map, CopyArrayEls).
 # q.seq: the receipts' one receipt_seq when they share it (the usual ack: a batch delivered once),
 # compared as one value; only otherwise does each row look its receipt's up by array_position, a
-# walk of the key array per row (together with the one-aggregate run below, an ack's backend
-# 6.0 -> 5.5 us per message at B = 100).
+# walk of the key array per row.
 # The tombstones are runs (_RUNS_OF_GONE: one row for an ack of consecutive keys with one
 # receipt_seq, the usual ack of a batch received together) and plain INSERTs (delete_sql's ON
 # CONFLICT is a speculative insertion: one more descent of tombstones_pkey and one more WAL record

@@ -48,8 +48,8 @@ Schema
                                                   stats: the oldest visible message of class 0
 - ``channel_counts`` (queue, channel, total): how many messages each channel of a queue holds,
   kept by every operation that adds or removes messages, so that stats read only the leased and
-  delayed messages (the messages_visible range after now) instead of the whole queue: about 1 ms
-  at a backlog of 1,000,000 (schema version 3).
+  delayed messages (the messages_visible range after now) instead of the whole queue, however
+  long the backlog (schema version 3).
 - ``lifetimes`` (queue, lifetime): the lifetime classes each queue's messages use (at most
   MAX_LIFETIMES above 0 per queue), which the sweep and stats walk (schema version 5).
 - ``tombstones`` (key, last_key, queue, receipt_seq, deleted_at): one row per run of consecutive

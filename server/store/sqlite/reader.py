@@ -1,7 +1,7 @@
 """The store's read connection: one thread of its own with a read-only connection, for the
 queries that read a whole queue (stats). In WAL mode a reader sees the last commit and neither
 waits for the writer nor makes it wait, so such a scan no longer holds up sends and acks on the
-writer thread (issue 6; the Spark streaming source asks for stats at every trigger)."""
+writer thread (the Spark streaming source asks for stats at every trigger)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ class Delivery:
     """What a receive leased, as the writer leaves it: the queue's uid and the rows
     (DELIVERED_COLUMNS, in delivery order). The receipts and DeliveredMessages are made from it
     after the commit (`finish_delivery`), outside the group's transaction, so that the writer,
-    the store's bottleneck, spends its time in SQLite rather than in Python (issue 6)."""
+    the store's bottleneck, spends its time in SQLite rather than in Python."""
 
     uid: int
     rows: list[tuple[Any, ...]]
@@ -126,7 +126,7 @@ def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
     the messages_visible range after now, visible = total - those; the oldest visible message
     the least of each lifetime class's (schema._LIFETIMES), found by walking an index past the
     class's unavailable messages. So the cost grows with the leased and delayed messages, not
-    the backlog (issue 20: a few ms at 1,000,000 waiting). Runs on the store's read connection
+    the backlog. Runs on the store's read connection
     (SqliteStore._read), in one read transaction: one snapshot."""
     now, queue_id = counters.now, counters.queue_id
     conn.execute("BEGIN")

@@ -121,7 +121,7 @@ CREATE INDEX IF NOT EXISTS attempts_age ON attempts (until);
 #   - stats' oldest visible message: per class, the first visible entry in expiry order; when
 #     several entries share its expires_at, the least enqueued_at among them (OLDEST_IN_CLASS_SQL);
 # and only class 0 needs the second, partial index messages_enqueued (queue, enqueued_at). This
-# saves a sent message one index entry to insert and one to delete (issue 20). `lifetimes` lists
+# saves a sent message one index entry to insert and one to delete. `lifetimes` lists
 # the classes each queue's messages use (every operation that gives a message a class records it
 # in the same transaction; housekeeping forgets the empty ones), at most MAX_LIFETIMES per queue:
 # a message whose lifetime would be a new class past that goes to class 0, so the sweep's
@@ -147,7 +147,7 @@ MAX_LIFETIMES = 16
 
 # One row per run of consecutive message keys that one operation deleted with the same
 # receipt_seq: `key` is the run's first key, `last_key` its last. An ack of 1,000 messages sent
-# together is one row instead of 1,000 (a fifth of the delete's SQLite time, issue 20). Runs never
+# together is one row instead of 1,000 (a fifth of the delete's SQLite time). Runs never
 # overlap, as a key is deleted at most once, so the run holding a key is the one with the
 # greatest first key <= it (TOMBSTONE_RUN_SQL), if that run reaches it.
 _TOMBSTONES = """
@@ -224,9 +224,9 @@ INSERT_MESSAGE_SQL = (
 # Sends insert their rows INSERT_ROWS at a time with one multi-row INSERT ... VALUES, not one
 # `executemany` step per row: each step of an executemany binds one row, runs the statement's
 # program once (AUTOINCREMENT's read and write of sqlite_sequence included), resets it and lets go
-# of the GIL and takes it back. 1,000 rows cost 4.0 us each that way and 1.2 us in 100-row
-# statements (issue 20). A statement's compile time grows faster than its rows (100 rows:
-# 0.7 ms once, then cached; 1,000: 15 ms), so a batch is cut into statements of INSERT_ROWS, then
+# of the GIL and takes it back: a row costs several times what it costs in a 100-row statement
+# (docs/performance.md, "Figures behind the code"). A statement's compile time grows faster than
+# its rows (compiled once, then cached), so a batch is cut into statements of INSERT_ROWS, then
 # tens, then single rows: at most three shapes of each form in the statement cache.
 INSERT_ROWS = (100, 10, 1)
 
@@ -284,7 +284,7 @@ NEXT_VISIBLE_SQL = "SELECT MIN(visible_at) FROM messages WHERE queue = ? AND vis
 
 # Deliveries and deletes name their messages in one JSON array bound as ONE parameter: a single
 # statement walks it in C (json_each) instead of Python binding a statement per message, which
-# was a fifth of the store's time per message at batch 1,000 (issue 6's profile).
+# was a fifth of the store's time per message at batch 1,000 in a profile.
 
 # A delivered message as a receive reads it (transaction.finish_delivery): the fields every
 # message has, then its rarely set ones (attributes, channel, last_error) as one JSON array, NULL
@@ -292,7 +292,7 @@ NEXT_VISIBLE_SQL = "SELECT MIN(visible_at) FROM messages WHERE queue = ? AND vis
 # attempt replay reads it (ATTEMPT_LEASES_SQL: last). Fewer columns because each one a row gives
 # back costs pysqlite (CPython 3.11) a release and a take of the GIL around sqlite3_column_type,
 # and a thread switch when the event loop is waiting for the GIL: 8 columns instead of 11 cut
-# the receive's part of the cycle at batch 100 (issue 20).
+# the receive's part of the cycle at batch 100.
 DELIVERED_COLUMNS = (
     "key, message_id, body, enqueued_at, expires_at, delivery_count, receipt_seq,"
     " CASE WHEN attributes IS NULL AND channel = '' AND last_error = '' THEN NULL"

@@ -39,9 +39,9 @@ T = TypeVar("T")
 
 # sqlite3 binds int, float, str and bytearray parameters at once, but first offers any other
 # value for adaptation (its registry, then PEP 246's __adapt__ and __conform__), and for bytes
-# the __adapt__ lookup formats and clears an AttributeError each time: binding a 100-byte body
-# cost 0.47 us, a str 0.14 us (issue 20). An adapter registered for bytes is found at the first
-# step: 0.30 us. `bytes` returns an exact bytes object as it is, so blobs are stored as before
+# the __adapt__ lookup formats and clears an AttributeError each time, which made a body cost
+# three times a str to bind. An adapter registered for bytes is found at the first step (the
+# figures: docs/performance.md, "Figures behind the code"). `bytes` returns an exact bytes object as it is, so blobs are stored as before
 # (the registry is the process's: every sqlite3 connection gets the same shortcut).
 sqlite3.register_adapter(bytes, bytes)
 
@@ -77,7 +77,7 @@ class SqliteStore:
         self._lease_ceilings: dict[int, int] = {}
         # Event loop only: queues by name as last created, read or updated. The service reads a
         # queue's configuration before every send and receive; answering from here spares each
-        # of those a round trip through the writer (issue 6's profile). Every change of a
+        # of those a round trip through the writer. Every change of a
         # queue goes through this object (one store per file, as above), and the operations
         # themselves still look the queue up, so a stale entry can never act on a deleted queue.
         self._queues: dict[str, QueueInfo] = {}

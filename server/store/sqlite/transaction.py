@@ -352,8 +352,8 @@ class _Tx:
     def _delivery_limit(self, found: _Queue, max_messages: int, timeout: float) -> int:
         """How many messages this receive may lease (base.py's in-flight limit).
 
-        Counting live leases walks the partial index over every one of them: about 15 ms at
-        120,000. So the store keeps a ceiling per queue: the last exact count plus every lease
+        Counting live leases walks the partial index over every one of them, milliseconds at
+        a hundred thousand. So the store keeps a ceiling per queue: the last exact count plus every lease
         granted since. Only a delivery makes a new lease, and leases only end, so the ceiling
         never falls below the true count (a rolled-back receive leaves it too high, which is
         merely cautious). While ceiling + max_messages fits under max_in_flight, no count is

@@ -12,13 +12,10 @@ starts only when the last has committed, so the connection is never used by two 
 Why on the loop: handing each operation to a thread and its result back cost more than the
 work. sqlite3 lets go of the GIL around every statement and takes it back after, so the
 thread and the event loop passed the GIL to and fro several times per operation, each a pair
-of context switches (about 8 switches per operation for the writer thread in a send at batch
-100; the kernel's share of the server's CPU was 33-41%). Measured side by side (issue 20,
-`leaseq bench`, 8 s each, two alternations): the cycle at batch 100 with 2 consumers 15,350/
-19,390 -> 29,525/28,910 msgs/s (server CPU 60/48 -> 32/33 µs a message); sends at batch 100
-with 2 producers 75,390/69,700 -> 96,580/79,980; the cycle at batch 1000 49,375/49,750 ->
-58,000/59,250. Statements on the loop with only the COMMIT on the thread gained half as much on
-sends and lost a little on the cycle.
+of context switches, and the kernel took a third of the server's CPU. Measured side by side with
+`leaseq bench` (the figures in docs/performance.md, "Figures behind the code"), the loop serves
+the cycle at batch 100 half as fast again and sends a fifth faster; statements on the loop with
+only the COMMIT on the thread gained half as much on sends and lost a little on the cycle.
 
 What it costs: while a light group runs, the loop does nothing else (10-20 ms at most:
 INLINE_WEIGHT bounds a group's work), and a lock that another process holds on the file
@@ -27,7 +24,7 @@ is locked, go to the thread, which waits there as long as BUSY_TIMEOUT_MS allows
 light operation finds only once it runs is bounded in time: SQLite's progress handler looks at
 the clock every PROGRESS_STEPS instructions, and a group on the loop that runs past
 MAX_LOOP_SECONDS is interrupted, undone and run again on the thread. That is the expiry sweep of
-a big backlog that expired at once (200,000 messages held the loop for half a second), a receive
+a big backlog that expired at once (`python -m leaseq.bench.expiry_stall`), a receive
 whose channel prefix matches none of a long queue, a long run of messages to dead-letter.
 """
 
@@ -78,10 +75,8 @@ of the GIL around every step of a statement (each row of an executemany, each ro
 gives back) and must take it back before the next. While the event loop runs Python, each such
 take waits for the event loop's switch interval (CPython's default: 5 ms), so work on the
 writer's thread (heavy operations here, and the read connection's scans) could hardly overlap
-the event loop's. Measured when every operation ran on the thread (issue 20, quiet machine, two
-runs each): `leaseq bench send --batch 100 --producers 2` 32,300/37,700 -> 47,300/52,300 msgs/s
-with server CPU per message 19.1/17.7 -> 17.9/16.5 µs; the cycle at batch 1000 with 2 consumers
-51,600/37,900 -> 52,000/41,400."""
+the event loop's (`leaseq bench send --batch 100 --producers 2`, when every operation ran on the
+thread: the figures in docs/performance.md)."""
 
 
 @dataclass(eq=False)
@@ -325,7 +320,7 @@ class _Writer:
         transaction so far, which holds nothing else, and then a new one starts for the rest.
         A savepoint is not free in WAL mode: SQLite first copies every page that the operation
         changes to the savepoint's journal (a temporary file past 64 KiB): two of them per
-        send + receive + ack cycle at batch 1,000, about 200 page writes (issue 20). Groups of
+        send + receive + ack cycle at batch 1,000, hundreds of page writes. Groups of
         one operation, the usual case under light load, so need none."""
         try:
             result = op.fn(conn)
