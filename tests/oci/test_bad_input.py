@@ -155,3 +155,40 @@ def test_a_refused_batch_sends_nothing(messages: oci.queue.QueueClient, queue_id
 def test_serve_flags() -> None:
     http_frontend.assert_a_busy_port_fails_with_one_line("--oci-listen")
     http_frontend.assert_non_loopback_needs_auth_or_allow_unauthenticated("--oci-listen")
+
+
+def test_oversized_and_undecodable_bodies(
+    oci_server: FrontendServer, api_key: ApiKey, queue_id: str
+) -> None:
+    path = f"{oci_server.endpoint}/20210201/queues/{queue_id}/messages"
+    signer = oci.signer.Signer(TENANCY, api_key.user, api_key.fingerprint, str(api_key.key_file))
+    big = b'{"messages": [{"content": "' + b"x" * (12 * 1024 * 1024) + b'"}]}'
+    answer = requests.post(
+        path, data=big, headers={"content-type": "application/json"}, auth=signer, timeout=30
+    )
+    assert (answer.status_code, answer.json()["code"]) == (413, "PayloadTooLarge")
+    garbage = b"not gzip at all"
+    answer = requests.post(
+        path,
+        data=garbage,
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
+        auth=signer,
+        timeout=30,
+    )
+    assert answer.status_code == 400 and answer.json()["code"] in (
+        "InvalidParameter",
+        "NotAuthenticated",
+    )
+
+
+def test_a_stale_date_is_refused(oci_server: FrontendServer, api_key: ApiKey) -> None:
+    import email.utils
+    import time
+
+    signer = oci.signer.Signer(TENANCY, api_key.user, api_key.fingerprint, str(api_key.key_file))
+    stale = email.utils.formatdate(time.time() - 600, usegmt=True)
+    answer = requests.get(
+        f"{oci_server.endpoint}/20210201/queues", headers={"date": stale}, auth=signer, timeout=30
+    )
+    assert (answer.status_code, answer.json()["code"]) == (401, "NotAuthenticated")
+    assert "5 minutes" in answer.json()["message"]

@@ -20,11 +20,12 @@ from aiohttp import web
 from ...auth import Principal
 from ...errors import LeaseqError
 from ...logs import request_id_var
+from .. import request_body
 from ..dialect import DialectFrontend
 from ..observe import count_request, log_request
 from . import messages, queues, signature
 from .context import Answer, Operation, Request
-from .errors import INTERNAL, PAYLOAD_TOO_LARGE, OciError, from_domain
+from .errors import INTERNAL, INVALID_PARAMETER, PAYLOAD_TOO_LARGE, OciError, from_domain
 from .routing import Route, route
 from .work_requests import WorkRequests
 
@@ -125,7 +126,8 @@ class OciFrontend(DialectFrontend):
         body = answer.body()
         if body:
             headers["Content-Type"] = "application/json"
-        return web.Response(status=answer.status, body=body or None, headers=headers)
+        response = web.Response(status=answer.status, body=body or None, headers=headers)
+        return request_body.close_if_needed(request, response)
 
     def _authenticate(self, request: web.Request) -> Principal | None:
         keys = None if self.policy is None else self.policy.current().oci_keys
@@ -141,9 +143,11 @@ class OciFrontend(DialectFrontend):
         if declared is not None and declared > self.max_request_bytes:
             raise too_large
         try:
-            return await request.read()
+            return await request_body.read(request)
         except web.HTTPRequestEntityTooLarge:
             raise too_large from None
+        except request_body.UndecodableBody as error:
+            raise OciError(INVALID_PARAMETER, f"The request body is malformed: {error}.") from None
 
     @staticmethod
     def _as_oci_error(caught: Exception, found: Route | None) -> OciError:
