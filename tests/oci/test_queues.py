@@ -113,3 +113,37 @@ def test_a_queue_made_over_grpc_is_an_oci_queue(grpc_client, admin, messages) ->
     put(messages, queue_id, "from oci", channel="us", kind="x")
     [back] = grpc_client.receive(name, wait_time=0)
     assert (back.body, back.channel, back.attributes) == (b"from oci", "us", {"kind": "x"})
+
+
+def test_update_adds_a_dead_letter_queue_and_compartments_move(
+    admin: oci.queue.QueueAdminClient, messages: oci.queue.QueueClient
+) -> None:
+    queue_id = create_queue(admin)
+    assert admin.get_queue(queue_id).data.dead_letter_queue_delivery_count == 0
+    admin.update_queue(
+        queue_id, UpdateQueueDetails(dead_letter_queue_delivery_count=1, visibility_in_seconds=0)
+    )
+    assert admin.get_queue(queue_id).data.dead_letter_queue_delivery_count == 1
+    put(messages, queue_id, "once")
+    # A delivery without a lease (visibility 0) still counts: the next receive dead-letters it.
+    assert len(messages.get_messages(queue_id, timeout_in_seconds=0).data.messages) == 1
+    assert messages.get_messages(queue_id, timeout_in_seconds=0).data.messages == []
+    assert messages.get_stats(queue_id).data.dlq.visible_messages == 1
+    admin.purge_queue(queue_id, PurgeQueueDetails(purge_type="DLQ"))
+    assert messages.get_stats(queue_id).data.dlq.visible_messages == 0
+
+    moved = admin.change_queue_compartment(
+        queue_id,
+        oci.queue.models.ChangeQueueCompartmentDetails(
+            compartment_id="ocid1.compartment.oc1..other"
+        ),
+    )
+    assert admin.get_work_request(moved.headers["opc-work-request-id"]).data.status == "SUCCEEDED"
+    assert admin.get_queue(queue_id).data.compartment_id == "ocid1.compartment.oc1..other"
+
+
+def test_get_messages_defaults_to_one_message(
+    messages: oci.queue.QueueClient, queue_id: str
+) -> None:
+    put(messages, queue_id, "a", "b", "c")
+    assert len(messages.get_messages(queue_id, timeout_in_seconds=0).data.messages) == 1
