@@ -147,3 +147,18 @@ def test_get_messages_defaults_to_one_message(
 ) -> None:
     put(messages, queue_id, "a", "b", "c")
     assert len(messages.get_messages(queue_id, timeout_in_seconds=0).data.messages) == 1
+
+
+def test_create_of_an_existing_name_is_a_conflict_and_changes_nothing(
+    admin: oci.queue.QueueAdminClient, grpc_client
+) -> None:
+    name = unique("taken")
+    grpc_client.create_queue(f"{name}-dlq")
+    grpc_client.create_queue(name)
+    details = oci.queue.models.CreateQueueDetails(
+        display_name=name, compartment_id=COMPARTMENT, dead_letter_queue_delivery_count=2
+    )
+    with pytest.raises(oci.exceptions.ServiceError) as refused:
+        admin.create_queue(details)
+    assert (refused.value.status, refused.value.code) == (409, "Conflict")
+    assert grpc_client.get_queue(name).config.dead_letter_queue is None

@@ -112,6 +112,15 @@ async def create_queue(request: Request) -> Answer:
         message_retention=retention,
     )
     core = request.core
+    try:
+        await core.get_queue(request.principal, name)
+    except QueueNotFound:
+        pass
+    else:  # before anything is made or changed for it
+        raise OciError(
+            CONFLICT,
+            f"A queue named {name} exists already (the displayName is leaseq's queue name).",
+        )
     if settings["dlq_count"]:
         dlq = _dlq_name(name)
         try:
@@ -120,7 +129,7 @@ async def create_queue(request: Request) -> Answer:
             )
         except QueueAlreadyExists:
             pass  # made by an earlier CreateQueue of this name that failed later: reuse it
-        await core.set_queue_metadata(request.principal, dlq, {_DLQ_OF: name})
+        await _merge_metadata(request, dlq, {_DLQ_OF: name})
         config = QueueConfig(
             visibility_timeout=config.visibility_timeout,
             receive_wait_time=config.receive_wait_time,
@@ -287,7 +296,7 @@ async def update_queue(request: Request) -> Answer:
                 )
             except QueueAlreadyExists:
                 pass
-            await core.set_queue_metadata(request.principal, dlq, {_DLQ_OF: name})
+            await _merge_metadata(request, dlq, {_DLQ_OF: name})
         changes["dead_letter_queue"] = dlq
         changes["max_delivery_count"] = count
     if changes:
