@@ -384,7 +384,7 @@ def _with_pool_size(store: str, pool_min: int | None, pool_max: int | None) -> s
     if not store.startswith(("postgresql:", "postgres:")):
         return store
     try:
-        from leaseq.server.store.postgres import with_pool_size
+        from leaseq.server.store.postgres.settings import with_pool_size
     except ImportError as e:
         raise click.ClickException(
             f"the PostgreSQL store needs pip install 'leaseq[postgres]': {e}"

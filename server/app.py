@@ -24,7 +24,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -45,6 +45,10 @@ from .service import (
 )
 from .store import open_store, redact_url
 from .store.base import ChangeFeed, Store
+
+if TYPE_CHECKING:
+    from .frontends.console.app import ConsoleFrontend
+    from .frontends.dialect import DialectFrontend
 
 log = logging.getLogger(__name__)
 
@@ -429,7 +433,7 @@ async def _start_http_frontend(
     security: Security | None,
     listen: str,
     reuse_port: bool,
-):
+) -> DialectFrontend:
     """An HTTP front end ("SQS" or "Azure") over the gRPC service's long polls (one set of
     waiters and wake-ups for every dialect)."""
     from .core import QueueCore
@@ -450,7 +454,9 @@ async def _start_http_frontend(
     return frontend
 
 
-async def _start_console(built: LeaseqServer, security: Security | None, listen: str):
+async def _start_console(
+    built: LeaseqServer, security: Security | None, listen: str
+) -> ConsoleFrontend:
     """The web console over the gRPC service's core (its long polls and traffic counts)."""
     from .frontends.console.app import ConsoleFrontend
 

@@ -284,11 +284,11 @@ def consume_partition(
                 acker.ack(ok)
             if errors is not None and any(e is not None for e in errors):
                 ids = table.column("message_id").to_pylist()
-                for message_id, error in zip(ids, errors):
-                    if error is not None:
-                        failed_here[message_id] = error
+                for message_id, row_error in zip(ids, errors):
+                    if row_error is not None:
+                        failed_here[message_id] = row_error
                         if len(failures) < FAILURE_SAMPLES:
-                            failures.append(f"{message_id}: {error}")
+                            failures.append(f"{message_id}: {row_error}")
             _release(client, queue, bad, release_delay)
             stats["failed"] += len(bad)
             current = None

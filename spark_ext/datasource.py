@@ -51,10 +51,10 @@ from .core import receive_partition, send_partition
 __all__ = ["LeaseqDataSource", "register"]
 
 
-class _Options(dict):
+class _Options(dict[str, Any]):
     """Options by case-insensitive name (Spark's option names are case-insensitive)."""
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return super().get(name.lower(), default)
 
 

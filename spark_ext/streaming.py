@@ -97,8 +97,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ..client.errors import LeaseqError
 from ..client.arrow import DEFAULT_BATCH_BYTES, MAX_ROWS, MESSAGE_SCHEMA
+from ..client.errors import LeaseqError
 from ._executor import (
     ClientSettings,
     client_for,

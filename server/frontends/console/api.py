@@ -247,7 +247,8 @@ class Api:
 
     @staticmethod
     def principal(request: web.Request) -> Principal | None:
-        return request["principal"]
+        principal: Principal | None = request["principal"]  # set by the app's guard
+        return principal
 
     async def list_queues(self, request: web.Request) -> web.Response:
         principal = self.principal(request)

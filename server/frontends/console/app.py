@@ -23,6 +23,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
@@ -155,7 +156,9 @@ class ConsoleFrontend:
                 self._count(request, response.status, started)
         return response
 
-    async def _guarded(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _guarded(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if not request.path.startswith("/api/"):
             try:
                 return await handler(request)

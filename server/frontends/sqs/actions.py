@@ -564,11 +564,11 @@ async def change_message_visibility_batch(ctx: Context, params: dict[str, Any]) 
     if changes:
         results = await ctx.core.change_visibility(ctx.principal, name, changes)
         for entry_id, change, result in zip(ids, changes, results):
-            error = _visibility_error(result.status, change.receipt)
-            if error is None:
+            problem = _visibility_error(result.status, change.receipt)
+            if problem is None:
                 successful.append({"Id": entry_id})
             else:
-                failed.append(_failure(entry_id, error))
+                failed.append(_failure(entry_id, problem))
     return {"Successful": successful, "Failed": failed}
 
 
