@@ -225,7 +225,7 @@ def serialize(response: Any) -> bytes:
     """The response serializer of every QueueService method: a Wire as it is, else the message
     serialized."""
     if response.__class__ is Wire:
-        return response.data  # type: ignore[no-any-return]
+        return response.data
     return response.SerializeToString()  # type: ignore[no-any-return]
 
 
@@ -242,7 +242,7 @@ def encode_received(messages: list[domain.DeliveredMessage]) -> list[bytes]:
     result, or the error, is always ReceivedEncoder's."""
     if speedups is not None:
         try:
-            return speedups.encode_received(messages)
+            return speedups.encode_received(messages)  # type: ignore[no-any-return]
         except Exception:
             pass
     encode = ReceivedEncoder()
@@ -355,7 +355,7 @@ def plain_entries(
     the per-entry way: the outcome is the same either way."""
     if speedups is not None:
         try:
-            return speedups.plain_entries(request.SerializeToString(), with_dedup)
+            return speedups.plain_entries(request.SerializeToString(), with_dedup)  # type: ignore[no-any-return]
         except Exception:
             pass
     return plain_entries_python(request, with_dedup)
@@ -389,7 +389,7 @@ def delete_results_response(results: Sequence[domain.LeaseResult]) -> pb.DeleteM
 def delete_results_wire(results: Sequence[domain.LeaseResult]) -> tuple[bytes, int]:
     """delete_results_response's wire bytes (its `results`), and how many results are OK."""
     if results.__class__ is domain.AllDeleted:  # the usual ack, told without a result object
-        framed = _framed_alike(list(results.receipts), "\x0a", "\x10\x01")  # type: ignore[attr-defined]
+        framed = _framed_alike(list(results.receipts), "\x0a", "\x10\x01")
         if framed is not None:
             return framed, len(results)
     elif all(result.status == _OK for result in results):
@@ -421,7 +421,7 @@ def peeked_to_proto(message: domain.PeekedMessage) -> pb.PeekedMessage:
         visible_at=seconds_to_timestamp(message.visible_at),
         delivery_count=message.delivery_count,
         last_error=message.last_error,
-        state=int(message.state),  # the domain enum's values are the proto's numbers
+        state=int(message.state),  # type: ignore[arg-type]  # the domain enum's values are the proto's numbers
     )
 
 

@@ -35,7 +35,7 @@ dialect's module: this core only enforces leaseq's.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, overload
@@ -62,7 +62,7 @@ from .domain.types import (
 from .errors import InvalidArgument, LeaseqError, Unavailable, clip
 from .longpoll import LongPoll
 from .page_tokens import PageTokens
-from .store.base import Store
+from .store.base import Store as Store  # named here too: the gRPC service imports no store
 
 DRAIN_RETRY_AFTER = 1.0
 
@@ -385,7 +385,7 @@ class QueueCore:
 
     async def get_messages(
         self, principal: Principal | None, params: ReceiveParams
-    ) -> AsyncIterator[list[DeliveredMessage]]:
+    ) -> AsyncGenerator[list[DeliveredMessage], None]:
         """A receive as a stream of chunks (the gRPC GetMessages): when not following, the
         chunks of one long poll's batch (each read, and leased, only after the previous one was
         taken: budget.py), or one empty chunk after wait_time; when following, every batch until
@@ -453,7 +453,7 @@ class QueueCore:
         page = await self.peek(
             principal, name, 1, "", True, True, (visible_at, key - 1), max_bytes=1
         )
-        found = page.messages[0] if page.messages else None
+        found: domain.PeekedMessage | None = page.messages[0] if page.messages else None
         if found is None or found.key != key or found.visible_at != visible_at:
             return None  # (a later position of the same message is another delivery or state)
         return found

@@ -36,11 +36,15 @@ from leaseq.v1 import queue_service_pb2_grpc as pb_grpc
 from . import convert, validation
 from .budget import CALL_BYTES, SERVER_BYTES
 from .core import QueueCore, Store
+from .domain import rules
 from .domain.commands import PeekParams
 from .domain.types import BodyBatch, DeliveredMessage, PeekPage, SendOutcome, SentBatch
 from .errors import InvalidArgument, LeaseqError, Unavailable, to_rpc_status
 
 log = logging.getLogger(__name__)
+
+Context = grpc.aio.ServicerContext[Any, Any]
+"""What gRPC passes each handler beside its request."""
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["QueueService"].full_name
 
@@ -64,20 +68,20 @@ def _check_parsed(request: object) -> None:
         raise InvalidArgument("", f"the request is not a valid {request.type_name} message")
 
 
-async def _abort(context: grpc.aio.ServicerContext, error: LeaseqError) -> None:
+async def _abort(context: Context, error: LeaseqError) -> None:
     await context.abort_with_status(rpc_status.to_status(to_rpc_status(error)))
 
 
-async def _abort_internal(context: grpc.aio.ServicerContext, rpc: str) -> None:
+async def _abort_internal(context: Context, rpc: str) -> None:
     log.exception("unexpected error in %s", rpc)
     await context.abort(grpc.StatusCode.INTERNAL, "internal error")
 
 
 def _unary(
-    handler: Callable[[QueueService, Any, grpc.aio.ServicerContext], Awaitable[Any]],
+    handler: Callable[[QueueService, Any, Context], Awaitable[Any]],
 ) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(handler)
-    async def wrapper(self: QueueService, request: Any, context: grpc.aio.ServicerContext):
+    async def wrapper(self: QueueService, request: Any, context: Context) -> Any:
         try:
             _check_parsed(request)
             self._refuse_if_draining()
@@ -93,10 +97,10 @@ def _unary(
 
 
 def _streaming(
-    handler: Callable[[QueueService, Any, grpc.aio.ServicerContext], AsyncGenerator[Any, None]],
+    handler: Callable[[QueueService, Any, Context], AsyncGenerator[Any, None]],
 ) -> Callable[..., AsyncIterator[Any]]:
     @functools.wraps(handler)
-    async def wrapper(self: QueueService, request: Any, context: grpc.aio.ServicerContext):
+    async def wrapper(self: QueueService, request: Any, context: Context) -> AsyncIterator[Any]:
         try:
             _check_parsed(request)
             self._refuse_if_draining()
@@ -170,18 +174,18 @@ class QueueService(pb_grpc.QueueServiceServicer):
     # --- queues -----------------------------------------------------------------------------
 
     @_unary
-    async def CreateQueue(self, request: pb.CreateQueueRequest, context) -> pb.CreateQueueResponse:
+    async def CreateQueue(self, request: pb.CreateQueueRequest, context: Context) -> pb.CreateQueueResponse:
         name, config = validation.create_queue(request)
         info = await self.core.create_queue(None, name, config)
         return pb.CreateQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
-    async def GetQueue(self, request: pb.GetQueueRequest, context) -> pb.GetQueueResponse:
-        info = await self.core.get_queue(None, validation.queue_name(request.name))
+    async def GetQueue(self, request: pb.GetQueueRequest, context: Context) -> pb.GetQueueResponse:
+        info = await self.core.get_queue(None, rules.queue_name(request.name))
         return pb.GetQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
-    async def ListQueues(self, request: pb.ListQueuesRequest, context) -> pb.ListQueuesResponse:
+    async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
         params = validation.list_queues(request, self.core.tokens)
         page = await self.core.list_queues(None, params.prefix, params.after, params.limit)
         token = ""
@@ -192,8 +196,8 @@ class QueueService(pb_grpc.QueueServiceServicer):
         )
 
     @_unary
-    async def UpdateQueue(self, request: pb.UpdateQueueRequest, context) -> pb.UpdateQueueResponse:
-        name = validation.queue_name(request.name)
+    async def UpdateQueue(self, request: pb.UpdateQueueRequest, context: Context) -> pb.UpdateQueueResponse:
+        name = rules.queue_name(request.name)
         validation.update_mask_paths(request)  # a bad mask is INVALID_ARGUMENT, before NOT_FOUND
         current = await self.core.get_queue(None, name)
         # Read-merge-write: two concurrent updates of different fields may lose one (last
@@ -203,35 +207,35 @@ class QueueService(pb_grpc.QueueServiceServicer):
         return pb.UpdateQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
-    async def DeleteQueue(self, request: pb.DeleteQueueRequest, context) -> pb.DeleteQueueResponse:
-        await self.core.delete_queue(None, validation.queue_name(request.name))
+    async def DeleteQueue(self, request: pb.DeleteQueueRequest, context: Context) -> pb.DeleteQueueResponse:
+        await self.core.delete_queue(None, rules.queue_name(request.name))
         return pb.DeleteQueueResponse()
 
     @_unary
-    async def PurgeQueue(self, request: pb.PurgeQueueRequest, context) -> pb.PurgeQueueResponse:
-        count = await self.core.purge_queue(None, validation.queue_name(request.name))
+    async def PurgeQueue(self, request: pb.PurgeQueueRequest, context: Context) -> pb.PurgeQueueResponse:
+        count = await self.core.purge_queue(None, rules.queue_name(request.name))
         return pb.PurgeQueueResponse(purged_count=count)
 
     @_unary
     async def GetQueueStats(
-        self, request: pb.GetQueueStatsRequest, context
+        self, request: pb.GetQueueStatsRequest, context: Context
     ) -> pb.GetQueueStatsResponse:
-        stats = await self.core.stats(None, validation.queue_name(request.name))
+        stats = await self.core.stats(None, rules.queue_name(request.name))
         return pb.GetQueueStatsResponse(stats=convert.stats_to_proto(stats))
 
     # --- messages ---------------------------------------------------------------------------
 
     @_unary
     async def SendMessages(
-        self, request: pb.SendMessagesRequest, context
+        self, request: pb.SendMessagesRequest, context: Context
     ) -> pb.SendMessagesResponse | convert.Wire:
-        name = validation.queue_name(request.queue, "queue")
+        name = rules.queue_name(request.queue, "queue")
         plain = convert.plain_entries(request, with_dedup=True)
         if plain is not None:
             # Every entry is only an id, a body and perhaps a dedup id (the usual batch, and
             # write_queue's): one column-wise batch, no Python object per message.
-            ids, bodies, dedup_ids = plain
-            validation.batch_size(len(bodies), "entries")
+            ids, bodies, dedup_ids = plain  # type: ignore[misc]  # with_dedup: three parts
+            rules.batch_size(len(bodies), "entries")
             named = [entry_id for entry_id in ids if entry_id]
             if len(set(named)) != len(named):
                 validation.send_request(request)  # raises: a repeated id, named with its index
@@ -252,7 +256,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
         self, entries: Any, results: list[SendOutcome | InvalidArgument]
     ) -> pb.SendMessagesResponse:
         if not any(isinstance(r, InvalidArgument) for r in results):
-            response = convert.send_results_response(entries, results)
+            response = convert.send_results_response(entries, results)  # type: ignore[arg-type]  # no InvalidArgument: checked
         else:
             response = pb.SendMessagesResponse()
             for entry, result in zip(entries, results):
@@ -267,7 +271,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     @_streaming
     async def GetMessages(
-        self, request: pb.GetMessagesRequest, context
+        self, request: pb.GetMessagesRequest, context: Context
     ) -> AsyncGenerator[convert.Wire, None]:
         params = validation.get_messages(request)
         async with aclosing(self.core.get_messages(None, params)) as chunks:
@@ -314,10 +318,10 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     @_unary
     async def PeekMessages(
-        self, request: pb.PeekMessagesRequest, context
+        self, request: pb.PeekMessagesRequest, context: Context
     ) -> pb.PeekMessagesResponse:
         params = validation.peek_messages(request, self.core.tokens)
-        return await self.core.peek(
+        return await self.core.peek(  # type: ignore[no-any-return]  # present's answer
             None,
             params.queue,
             params.max_messages,
@@ -358,7 +362,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     @_unary
     async def ChangeVisibility(
-        self, request: pb.ChangeVisibilityRequest, context
+        self, request: pb.ChangeVisibilityRequest, context: Context
     ) -> pb.ChangeVisibilityResponse:
         name, changes = validation.change_visibility(request)
         results = await self.core.change_visibility(None, name, changes)
@@ -366,7 +370,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
             results=[
                 pb.ChangeVisibilityResult(
                     receipt=r.receipt,
-                    status=convert.lease_status_to_proto(r.status),
+                    status=convert.lease_status_to_proto(r.status),  # type: ignore[arg-type]
                     visible_at=convert.seconds_to_timestamp(r.visible_at)
                     if r.visible_at is not None
                     else None,
@@ -378,7 +382,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     @_unary
     async def DeleteMessages(
-        self, request: pb.DeleteMessagesRequest, context
+        self, request: pb.DeleteMessagesRequest, context: Context
     ) -> pb.DeleteMessagesResponse | convert.Wire:
         name, receipts, attempt_ids = validation.delete_messages(request)
         outcome = await self.core.delete(None, name, receipts, attempt_ids)
@@ -394,7 +398,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     @_unary
     async def UpdateMessage(
-        self, request: pb.UpdateMessageRequest, context
+        self, request: pb.UpdateMessageRequest, context: Context
     ) -> pb.UpdateMessageResponse:
         params = validation.update_message(request)
         updated = await self.core.update_message(
@@ -413,7 +417,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
 
     @_unary
     async def RedriveMessages(
-        self, request: pb.RedriveMessagesRequest, context
+        self, request: pb.RedriveMessagesRequest, context: Context
     ) -> pb.RedriveMessagesResponse:
         params = validation.redrive_messages(request)
         moved = await self.core.redrive(

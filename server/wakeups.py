@@ -34,7 +34,7 @@ def schedule(clock: Clock, when: float, callback: Callable[[], None]) -> Cancell
     """Call callback (on the running loop) at the store-time instant when."""
     call_at = getattr(clock, "call_at", None)
     if call_at is not None:
-        return call_at(when, callback)
+        return call_at(when, callback)  # type: ignore[no-any-return]  # a FakeClock's handle
     delay = max(0.0, when - clock.now()) + TIMER_SLACK
     return asyncio.get_running_loop().call_later(delay, callback)
 
@@ -205,7 +205,9 @@ class QueueSignals:
             waker.owed = waker.chain = False
             self.hand_on(queue, chain, capacity=True)
 
-    def delivered(self, queue: str, got: int, want: int, chain: bool, lease_end: float | None):
+    def delivered(
+        self, queue: str, got: int, want: int, chain: bool, lease_end: float | None
+    ) -> None:
         """A look found got messages (it asked for want); lease_end: the earliest lease it
         granted ends then (rule 5)."""
         if lease_end is not None:

@@ -181,7 +181,7 @@ class AllDeleted(Sequence[LeaseResult]):
     def __len__(self) -> int:
         return len(self.receipts)
 
-    def __getitem__(self, index):  # type: ignore[no-untyped-def,override]
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         return LeaseResult(self.receipts[index], LeaseStatus.OK, None, self._named[index][0])

@@ -146,7 +146,7 @@ class Store(Protocol):
     ) -> list[LeaseResult]: ...
 
     async def delete(
-        self, name: str, receipts: list[str], attempt_ids: list[str] = ()
+        self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
     ) -> DeleteOutcome: ...
 
     async def update_message(

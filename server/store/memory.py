@@ -386,7 +386,7 @@ class MemoryStore(Store):
         return results
 
     async def delete(
-        self, name: str, receipts: list[str], attempt_ids: list[str] = ()
+        self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
     ) -> DeleteOutcome:
         now = self.clock.now()
         queue = self._open_queue(name, now)

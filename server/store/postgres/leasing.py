@@ -88,7 +88,7 @@ class LeaseOps:
         decoded = codec.decode_many(receipts, uid)
         if None in decoded:
             return None
-        keys = [d[0] for d in decoded]  # type: ignore[index]  (no None: checked above)
+        keys = [d[0] for d in decoded]  # type: ignore[index]  # no None: checked above
         if len(set(keys)) != len(keys):
             return None  # a repeat sees the first one's delete: base.py's order, entry by entry
         try:

@@ -232,13 +232,13 @@ class Receives:
         )
         if count >= limit:
             raise OverLimit(found.name, limit, retry_at=earliest_end)
-        return min(max_messages, limit - count)
+        return min(max_messages, limit - count)  # type: ignore[no-any-return]
 
     async def _dead_letter_target(self, tx: _Tx, found: _Queue) -> _Queue | None:
         config = found.config
         if not decide.dead_letters(config):
             return None
-        return await tx.find_queue(config.dead_letter_queue, "FOR KEY SHARE")
+        return await tx.find_queue(config.dead_letter_queue, "FOR KEY SHARE")  # type: ignore[arg-type]  # set: dead_letters
 
     async def _deliver(
         self,

@@ -166,7 +166,7 @@ class PostgresStore:
         options = params.get("options") or ""
         settings = {"search_path": self.schema, **PLANNER_SETTINGS}
         kwargs: dict[str, Any] = {
-            "options": " ".join([options, *(f"-c {k}={v}" for k, v in settings.items())]).strip(),
+            "options": " ".join([options, *(f"-c {k}={v}" for k, v in settings.items())]).strip(),  # type: ignore[list-item]
         }
         if "application_name" not in params:
             kwargs["application_name"] = "leaseq"
@@ -269,7 +269,7 @@ class PostgresStore:
         self._notifier.fire(queue)
 
     def token_key(self) -> bytes:
-        return self._codec.derive(b"leaseq page tokens")
+        return self._codec.derive(b"leaseq page tokens")  # type: ignore[union-attr]  # set at open
 
     # -- maintenance.py ----------------------------------------------------------------------
 
@@ -289,7 +289,7 @@ class PostgresStore:
         and COMMIT around it (two round trips of three; the service reads the queue's
         configuration so before every send and receive)."""
         failure: BaseException | None = None
-        for attempt in range(RETRIES + 1):
+        for _attempt in range(RETRIES + 1):
             pool, codec = self._pool, self._codec
             if pool is None or codec is None or self._closing:
                 raise Unavailable("the PostgreSQL store is not open")
@@ -340,7 +340,7 @@ class PostgresStore:
         runs again on another connection. A connection lost without a word from the server may
         have lost the answer to a statement that committed: Unavailable, no retry."""
         failure: BaseException | None = None
-        for attempt in range(RETRIES + 1):
+        for _attempt in range(RETRIES + 1):
             pool = self._pool
             if pool is None or self._closing:
                 raise Unavailable("the PostgreSQL store is not open")
@@ -556,7 +556,7 @@ class PostgresStore:
             row = await tx.row(PURGE_SQL, tx.p(found))
             assert row is not None
             tx.published.add(name)
-            return row[0]
+            return row[0]  # type: ignore[no-any-return]
 
         return await self._run(op)
 
@@ -680,7 +680,7 @@ class PostgresStore:
                 chosen.append((key, visible_at))
                 taken += size
             more = len(sized) > len(chosen)
-            rows = await tx.rows(PEEK_KEYS_SQL, {"keys": [key for key, _ in chosen]})
+            rows = await tx.rows(PEEK_KEYS_SQL, {"keys": [key for key, _ in chosen]})  # type: ignore[assignment]
             # A message that changed between the two statements shows its state now; one deleted
             # in between is left out. The cursor follows the sizes' order, so paging goes on.
             return PeekPage(

@@ -34,7 +34,7 @@ from .schema import (
 
 
 def _state(row: _Row, now: float) -> MessageState:
-    return message_state(row.visible_at, row.leased, now)
+    return message_state(row.visible_at, row.leased, now)  # type: ignore[arg-type]  # 0 or 1
 
 
 @dataclass(slots=True)

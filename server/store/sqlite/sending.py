@@ -173,7 +173,7 @@ class Sends:
         values = list(chain.from_iterable(zip(dedup_ids, message_ids)))
         for start, count in _statements(len(dedup_ids)):
             self.tx.conn.execute(
-                _insert_dedup_sql(verb, count), shared + values[2 * start : 2 * (start + count)]
+                _insert_dedup_sql(verb, count), shared + values[2 * start : 2 * (start + count)]  # type: ignore[operator]
             )
 
     def _insert_keyed(
@@ -236,7 +236,7 @@ class Sends:
         values = list(chain.from_iterable(zip(message_ids, bodies)))
         for start, count in _statements(len(bodies)):
             self.tx.conn.execute(
-                insert_bodies_sql(count), shared + values[2 * start : 2 * (start + count)]
+                insert_bodies_sql(count), shared + values[2 * start : 2 * (start + count)]  # type: ignore[operator]
             )
         if bodies:
             self.tx.conn.execute(COUNT_CHANNEL_SQL, (found.id, "", len(bodies)))

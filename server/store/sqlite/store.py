@@ -115,7 +115,7 @@ class SqliteStore:
             await writer.stop()
 
     def token_key(self) -> bytes:
-        return self._codec.derive(b"leaseq page tokens")
+        return self._codec.derive(b"leaseq page tokens")  # type: ignore[union-attr]  # set at open
 
     @property
     def commit_count(self) -> int:

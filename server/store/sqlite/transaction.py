@@ -452,7 +452,7 @@ class _Tx:
         if not decide.dead_letters(config):
             return None
         # delete_queue refuses to delete a queue in use as a DLQ, so this exists.
-        return self.find_queue(config.dead_letter_queue)
+        return self.find_queue(config.dead_letter_queue)  # type: ignore[arg-type]  # set: dead_letters
 
     def _move_to_dead_letter_queue(
         self, found: _Queue, dlq: _Queue, rows: list[_Candidate]
@@ -650,7 +650,7 @@ class _Tx:
                     by_seq.setdefault(seq, []).append(key)
         deleted: dict[int, int] = {}
         channels: list[str] = []
-        for seq, keys in by_seq.items():
+        for seq, keys in by_seq.items():  # type: ignore[assignment]
             rows = self.conn.execute(
                 DELETE_CURRENT_SQL, (json.dumps(keys), found.id, seq)
             ).fetchall()

@@ -110,7 +110,7 @@ def _unavailable(error: BaseException) -> Unavailable:
 def _is_busy(error: sqlite3.OperationalError) -> bool:
     code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
     if code is not None:
-        return code & 0xFF == 5  # SQLITE_BUSY and its extended codes
+        return code & 0xFF == 5  # type: ignore[no-any-return]  # SQLITE_BUSY and its extended codes
     return "locked" in str(error)
 
 
