@@ -50,10 +50,9 @@ def main() -> None:
 
     # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
     spark = local_spark("leaseq-bench")
-    from pyspark.sql import functions as F
-
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
 
     from leaseq.client import QueueClient
     from leaseq.spark_ext import consume_process_ack, write_queue

@@ -9,16 +9,11 @@ mkdocs.yml's `paths` points at.
 
 from __future__ import annotations
 
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from mkdocs.plugins import event_priority
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 TREE = ROOT / "build" / "import-tree"

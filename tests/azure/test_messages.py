@@ -20,7 +20,7 @@ from .conftest import connection_string, raw, unique
 
 
 def _near(when: dt.datetime, seconds: float, slack: float = 30.0) -> bool:
-    target = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds)
+    target = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)
     return abs((when - target).total_seconds()) <= slack
 
 

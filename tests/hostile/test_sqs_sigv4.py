@@ -185,7 +185,7 @@ def test_a_credential_scoped_to_another_service_is_refused(server, admin, servic
 def test_a_scope_day_other_than_x_amz_date_is_refused(server, admin):
     endpoint = server.endpoint + "/"
     body = b"Action=ListQueues"
-    today = datetime.datetime.now(datetime.timezone.utc)
+    today = datetime.datetime.now(datetime.UTC)
     for other in (today - datetime.timedelta(days=1), today - datetime.timedelta(days=400)):
         day = other.strftime("%Y%m%d")
         headers = signed(endpoint, body, {"Content-Type": FORM}, scope_day=day)

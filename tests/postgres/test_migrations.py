@@ -7,9 +7,9 @@ import asyncio
 import psycopg
 import pytest
 
+from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store import open_store
 from leaseq.server.store import postgres as pg
-from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
 from tests.support.postgres import channel_counters, channel_rows, connect, store_url
 

@@ -14,8 +14,14 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
+from leaseq.server.domain.types import (
+    AllDeleted,
+    LeaseStatus,
+    NewMessage,
+    QueueConfig,
+    VisibilityChange,
+)
 from leaseq.server.errors import OverLimit
-from leaseq.server.domain.types import AllDeleted, LeaseStatus, NewMessage, QueueConfig, VisibilityChange
 from leaseq.server.store.postgres import PostgresStore
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc

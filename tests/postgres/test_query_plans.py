@@ -24,8 +24,8 @@ import pytest
 from psycopg import sql
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.store import postgres as pg
 from leaseq.server.domain.types import NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.store import postgres as pg
 from leaseq.server.store.postgres import PostgresStore
 from tests.support.postgres import connect
 

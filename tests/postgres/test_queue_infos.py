@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.errors import QueueInUse, QueueNotFound
 from leaseq.server.domain.types import QueueConfig, QueueInfo
+from leaseq.server.errors import QueueInUse, QueueNotFound
 from leaseq.server.store.postgres import PostgresStore
 from leaseq.server.store.postgres.queue_infos import QueueInfos
 from leaseq.server.store.postgres.settings import QUEUE_INFO_SECONDS

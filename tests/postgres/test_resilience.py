@@ -19,8 +19,8 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
-from leaseq.server.errors import Unavailable
 from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig
+from leaseq.server.errors import Unavailable
 from leaseq.server.store.postgres import PostgresStore
 from leaseq.v1 import queue_service_pb2 as pb
 from leaseq.v1 import queue_service_pb2_grpc as pb_grpc

@@ -15,10 +15,10 @@ from collections.abc import Callable
 import pytest
 
 from leaseq.server.clock import FakeClock
+from leaseq.server.domain.limits import TOMBSTONE_SECONDS
+from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig
 from leaseq.server.errors import OverLimit
 from leaseq.server.store import postgres as pg
-from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig
-from leaseq.server.domain.limits import TOMBSTONE_SECONDS
 from leaseq.server.store.postgres import PostgresStore
 from tests.support.postgres import connect
 

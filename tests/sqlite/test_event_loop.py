@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.errors import Unavailable
 from leaseq.server.domain.types import NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.errors import Unavailable
 from leaseq.server.store.sqlite import SqliteStore, writer
 
 from .conftest import held_writer, run_on_writer, until, waiting_operations

@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from leaseq.server.errors import InvalidArgument, QueueNotFound, Unavailable
 from leaseq.server.domain.types import NewMessage, QueueConfig
+from leaseq.server.errors import InvalidArgument, QueueNotFound, Unavailable
 from leaseq.server.store.sqlite import SqliteStore
 
 from .conftest import held_writer, run_on_writer, until, waiting_operations

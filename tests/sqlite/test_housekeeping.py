@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig
 from leaseq.server.domain.limits import TOMBSTONE_SECONDS
+from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig
 from leaseq.server.store.sqlite import HOUSEKEEPING_SECONDS, SqliteStore
 
 from .conftest import read_only

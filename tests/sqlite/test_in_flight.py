@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.errors import OverLimit
 from leaseq.server.domain.types import NewMessage, QueueConfig
+from leaseq.server.errors import OverLimit
 from leaseq.server.store.sqlite import SqliteStore
 
 

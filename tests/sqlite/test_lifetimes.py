@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.errors import OverLimit
 from leaseq.server.domain.types import NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.errors import OverLimit
 from leaseq.server.store.sqlite import SCHEMA_VERSION, SqliteStore
 from leaseq.server.store.sqlite.schema import MAX_LIFETIMES
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from leaseq.server.clock import FakeClock
+from leaseq.server.domain.types import LeaseStatus, MessageState, NewMessage, QueueConfig
 from leaseq.server.errors import Unavailable
 from leaseq.server.store import StoreOpenError, open_store
-from leaseq.server.domain.types import LeaseStatus, MessageState, NewMessage, QueueConfig
 from leaseq.server.store.sqlite import SqliteStore
 
 from .conftest import read_only

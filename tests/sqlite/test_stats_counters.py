@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.errors import OverLimit
 from leaseq.server.domain.types import CountsByState, NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.errors import OverLimit
 from leaseq.server.store.sqlite import SqliteStore
 
 from .conftest import read_only

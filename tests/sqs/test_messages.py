@@ -344,7 +344,7 @@ def test_a_message_crosses_dialects_sqs_grpc_sqs(sqs, grpc_client, queue_url):
     sqs.send_message(QueueUrl=queue_url, MessageBody="across", MessageAttributes=ATTRIBUTES)
 
     (message,) = grpc_client.receive(name, 1, visibility_timeout=30, wait_time=0)
-    assert message.body == "across".encode()
+    assert message.body == b"across"
     assert message.attributes["kind"] == "resize ✓"  # gRPC consumers read the values as is
     assert message.attributes["count"] == "-12.50e3"
     # The SQS types ride along in sqs:types, a name reserved to the SQS dialect: a gRPC sender

@@ -51,7 +51,7 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
          "Attribute.1.Value": "40", "Version": "2012-11-05"},
     )
     assert status == 200
-    assert root.tag == "{%s}CreateQueueResponse" % NS["sqs"]
+    assert root.tag == f"{{{NS['sqs']}}}CreateQueueResponse"
     url = text(root, "sqs:CreateQueueResult/sqs:QueueUrl")
     assert url == f"{endpoint}/000000000000/{name}"
     assert text(root, "sqs:ResponseMetadata/sqs:RequestId")
@@ -151,7 +151,7 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
 def test_query_errors_are_xml_error_responses(sqs_server, params, status, code):
     got_status, root = call(sqs_server.endpoint, params)
     assert got_status == status
-    assert root.tag == "{%s}ErrorResponse" % NS["sqs"]
+    assert root.tag == f"{{{NS['sqs']}}}ErrorResponse"
     assert text(root, "sqs:Error/sqs:Code") == code
     assert text(root, "sqs:Error/sqs:Type") == "Sender"
     assert text(root, "sqs:Error/sqs:Message")
