@@ -144,6 +144,8 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
         ({"Action": "GetQueueUrl"}, 400, "MissingParameter"),
         ({"Action": "NoSuchAction"}, 400, "InvalidAction"),
         ({}, 400, "InvalidAction"),
+        # Names that are all numbers would make the parameters a list, not named values.
+        ({"1": "a", "2": "b"}, 400, "MalformedQueryString"),
         ({"Action": "CreateQueue", "QueueName": "q", "Attribute.1.Name": "FifoQueue", "Attribute.1.Value": "true"}, 400, "InvalidAttributeName"),
         ({"Action": "ReceiveMessage", "QueueUrl": "http://h/000000000000/no-such-queue-here", "MaxNumberOfMessages": "x"}, 400, "InvalidParameterValue"),
     ],

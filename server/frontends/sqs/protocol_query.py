@@ -93,7 +93,10 @@ def _tree(pairs: list[tuple[str, str]]) -> dict[str, Any]:
             # Given twice, or both as a value and as a prefix: which one was meant is unknown.
             raise _malformed(f"parameter {key[:100]} is repeated or conflicts with another")
         node[parts[-1]] = value
-    return _lists(root)
+    tree = _lists(root)
+    if not isinstance(tree, dict):  # every name a number: a list, no named parameters
+        raise _malformed("the parameter names are numbers")
+    return tree
 
 
 def _lists(node: Any) -> Any:
