@@ -184,10 +184,56 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     help="MiB of messages read and not yet sent, across all calls; a receive waits for room.",
 )
 @_option(
+    "--http-max-connections",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="Connections open at once across the HTTP ports (SQS, Azure, console); more are "
+    "closed at once. Kept below the file-descriptor limit together with --max-connections.",
+)
+@_option(
+    "--http-idle-timeout",
+    type=DURATION,
+    default="60s",
+    show_default=True,
+    help="Close an HTTP connection kept alive without a request for this long.",
+)
+@_option(
+    "--http-header-timeout",
+    type=DURATION,
+    default="10s",
+    show_default=True,
+    help="Close an HTTP connection whose request headers (or TLS handshake) take longer.",
+)
+@_option(
+    "--http-body-timeout",
+    type=DURATION,
+    default="10s",
+    show_default=True,
+    help="Time an HTTP request body may take before it must keep arriving at 256 KiB/s; a "
+    "slower one is answered 408 and its connection closed.",
+)
+@_option(
+    "--http-body-mib",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="MiB of request bodies the HTTP ports hold at once; the next body waits for room "
+    "(up to --http-body-timeout, then 503).",
+)
+@_option(
+    "--http-allowed-hosts",
+    metavar="NAMES",
+    default="",
+    help="Without --auth-policy the HTTP ports answer only Host names that are loopback "
+    "(localhost, *.localhost) or IP addresses, against DNS rebinding: more names, "
+    "comma-separated ('*': any).",
+)
+@_option(
     "--allow-unauthenticated",
     is_flag=True,
-    help="Allow a non-loopback --listen without authentication, and a non-loopback "
-    "--metrics-listen (/metrics has none).",
+    help="Allow a non-loopback --listen without authentication, a non-loopback "
+    "--metrics-listen (/metrics has none), and non-loopback HTTP ports without TLS.",
 )
 @_option(
     "--grace",
@@ -236,6 +282,12 @@ def serve(
     oci_listen: str | None,
     console_listen: str | None,
     workers: int,
+    http_max_connections: int,
+    http_idle_timeout: float,
+    http_header_timeout: float,
+    http_body_timeout: float,
+    http_body_mib: int,
+    http_allowed_hosts: str,
 ) -> None:
     """Serve the queue service (gRPC, health, reflection) until SIGTERM or Ctrl-C."""
     if workers > 1 and not store.startswith(("postgresql:", "postgres:")):
@@ -270,6 +322,25 @@ def serve(
             f"--console-listen {console_listen} is not a loopback address and there is no "
             "--auth-policy (tokens to sign in with): pass --allow-unauthenticated to serve it anyway"
         )
+    for flag, address in (
+        ("--sqs-listen", sqs_listen),
+        ("--azure-listen", azure_listen),
+        ("--console-listen", console_listen),
+    ):
+        if address and security.tls is None and not allow_unauthenticated and not is_loopback(address):
+            # Signed requests (replayable) and console tokens would cross the network in clear.
+            raise click.UsageError(
+                f"{flag} {address} is not a loopback address and there is no TLS (--tls-cert, "
+                "--tls-key): pass --allow-unauthenticated to serve plain HTTP anyway"
+            )
+    http_limits = _http_limits(
+        http_max_connections,
+        http_idle_timeout,
+        http_header_timeout,
+        http_body_timeout,
+        http_body_mib,
+        http_allowed_hosts,
+    )
     if metrics_listen and not allow_unauthenticated and not is_loopback(metrics_listen):
         # /metrics has no authentication and names every queue (with its counts), whatever
         # protects the gRPC port: the same rule.
@@ -308,6 +379,7 @@ def serve(
         azure_listen=azure_listen,
         oci_listen=oci_listen,
         console_listen=console_listen,
+        http_limits=http_limits,
     )
     try:
         if workers > 1:
@@ -333,6 +405,30 @@ def serve(
         log.debug("the server failed", exc_info=True)
         raise click.ClickException(str(e)) from e
     log.info("stopped")
+
+
+def _http_limits(
+    max_connections: int,
+    idle: float,
+    header: float,
+    body: float,
+    body_mib: int,
+    allowed_hosts: str,
+) -> Any:
+    from leaseq.server.frontends.http_limits import HttpLimits
+
+    names = tuple(name.strip().lower().rstrip(".") for name in allowed_hosts.split(",") if name.strip())
+    try:
+        return HttpLimits(
+            max_connections=max_connections,
+            idle_timeout=idle,
+            header_timeout=header,
+            body_timeout=body,
+            body_bytes=body_mib * 1024 * 1024,
+            allowed_hosts=names,
+        )
+    except ValueError as e:  # a duration of 0
+        raise click.UsageError(str(e)) from None
 
 
 def _check_sqs_listen(listen: str, security: Any, allow_unauthenticated: bool) -> None:

@@ -23,7 +23,7 @@ import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -33,6 +33,7 @@ from grpc_health.v1.health import aio as health_aio
 from . import reflection
 from .addresses import StartupError, check_free, parse_listen
 from .auth import Security
+from .frontends.http_limits import HttpLimits
 from .limits import Limits, StreamLimiter, fit_to_fd_limit
 from .logs import RequestLogInterceptor
 from .metrics import Metrics
@@ -49,6 +50,7 @@ from .store.base import ChangeFeed, Store
 if TYPE_CHECKING:
     from .frontends.console.app import ConsoleFrontend
     from .frontends.dialect import DialectFrontend
+    from .frontends.http_site import HttpShared
 
 log = logging.getLogger(__name__)
 
@@ -299,6 +301,7 @@ async def serve(
     oci_listen: str | None = None,
     console_listen: str | None = None,
     reuse_port: bool = False,
+    http_limits: HttpLimits | None = None,
 ) -> None:
     """Open the store, serve until SIGTERM/SIGINT (or `stop` is set), then drain and close.
 
@@ -309,7 +312,9 @@ async def serve(
     the Azure Queue Storage-compatible one (frontends/azure), likewise; oci_listen: the OCI
     Queue-compatible one (frontends/oci), likewise; console_listen: the web
     console (frontends/console), likewise; reuse_port: one worker of `serve --workers N`, whose
-    parent checked and holds the shared ports (workers.py).
+    parent checked and holds the shared ports (workers.py); http_limits: what the HTTP ports
+    share (frontends/http_limits.py), served over TLS with security's certificate when it has
+    one.
 
     Start-up failures raise StartupError (an address that is malformed or in use: checked before
     the store is opened) or StoreOpenError, each with a one-line message."""
@@ -329,9 +334,23 @@ async def serve(
             except ValueError as error:
                 raise StartupError(f"{name} address {error}") from None
     check_free(addresses)
-    limits, note = fit_to_fd_limit(limits or Limits())
+    http_limits = http_limits or HttpLimits()
+    serves_http = bool(sqs_listen or azure_listen or console_listen)
+    limits, http_connections, note = fit_to_fd_limit(
+        limits or Limits(), http_limits.max_connections if serves_http else 0
+    )
     if note:
         log.warning(note)
+    http = None
+    if serves_http:
+        from .frontends.http_site import HttpShared
+        from .frontends.http_tls import server_context
+
+        http = HttpShared(
+            replace(http_limits, max_connections=max(1, http_connections)),
+            server_context(security.tls) if security and security.tls else None,
+        )
+        _throttle_accept_errors(asyncio.get_running_loop())
     store = open_store(store_url)
     await store.open()
     async with contextlib.AsyncExitStack() as cleanup:
@@ -358,18 +377,20 @@ async def serve(
             log.info("metrics on port %d", endpoint.port)
         if sqs_listen:
             # Before gRPC starts: once health says SERVING, the SQS endpoint answers too.
-            sqs = await _start_http_frontend("SQS", store, built, security, sqs_listen, reuse_port)
+            sqs = await _start_http_frontend(
+                "SQS", store, built, security, sqs_listen, reuse_port, http
+            )
             cleanup.push_async_callback(sqs.stop)
         if azure_listen:
             azure = await _start_http_frontend(
-                "Azure", store, built, security, azure_listen, reuse_port
+                "Azure", store, built, security, azure_listen, reuse_port, http
             )
             cleanup.push_async_callback(azure.stop)
         if oci_listen:
             oci = await _start_http_frontend("OCI", store, built, security, oci_listen, reuse_port)
             cleanup.push_async_callback(oci.stop)
         if console_listen:
-            console = await _start_console(built, security, console_listen)
+            console = await _start_console(built, security, console_listen, http)
             cleanup.push_async_callback(console.stop)
         await built.start()
         _settle_garbage_collector()
@@ -433,6 +454,7 @@ async def _start_http_frontend(
     security: Security | None,
     listen: str,
     reuse_port: bool,
+    http: HttpShared | None,
 ) -> DialectFrontend:
     """An HTTP front end ("SQS" or "Azure") over the gRPC service's long polls (one set of
     waiters and wake-ups for every dialect)."""
@@ -448,6 +470,7 @@ async def _start_http_frontend(
         QueueCore(store, built.service.longpoll),
         security.policy if security else None,
         metrics=built.metrics,
+        http=http,
     )
     await frontend.start(listen, reuse_port=reuse_port)
     log.info("%s endpoint on port %d", dialect, frontend.port)
@@ -455,14 +478,45 @@ async def _start_http_frontend(
 
 
 async def _start_console(
-    built: LeaseqServer, security: Security | None, listen: str
+    built: LeaseqServer, security: Security | None, listen: str, http: HttpShared | None
 ) -> ConsoleFrontend:
     """The web console over the gRPC service's core (its long polls and traffic counts)."""
     from .frontends.console.app import ConsoleFrontend
 
     frontend = ConsoleFrontend(
-        built.service.core, security.policy if security else None, metrics=built.metrics
+        built.service.core, security.policy if security else None, metrics=built.metrics, http=http
     )
     await frontend.start(listen)
-    log.info("web console on http://%s:%d/", listen.rpartition(":")[0] or "127.0.0.1", frontend.port)
+    log.info(
+        "web console on %s://%s:%d/",
+        frontend.http.scheme,
+        listen.rpartition(":")[0] or "127.0.0.1",
+        frontend.port,
+    )
     return frontend
+
+
+_ACCEPT_FAILED = "socket.accept() out of system resource"
+
+
+def _throttle_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """asyncio logs a failed accept (no file descriptor left: EMFILE) with a traceback at every
+    try, once a second per listener; one record per interval says it as well."""
+    from .frontends.http_limits import REFUSAL_LOG_INTERVAL
+    from .frontends.throttled_log import ThrottledLog
+
+    throttled = ThrottledLog(logging.getLogger("leaseq.server.http"), REFUSAL_LOG_INTERVAL)
+    previous = loop.get_exception_handler()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        if context.get("message") == _ACCEPT_FAILED:
+            throttled.warning(
+                "cannot accept connections: %s (the file-descriptor limit, ulimit -n)",
+                context.get("exception"),
+            )
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)

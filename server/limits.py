@@ -101,17 +101,19 @@ def connection_limits(max_connections: int, idle: float | None) -> list[tuple[st
     return options
 
 
-def fit_to_fd_limit(limits: Limits) -> tuple[Limits, str | None]:
-    """limits with max_connections fitted under RLIMIT_NOFILE (less RESERVED_FDS), and a note
-    for the log when it had to change. The soft limit is raised towards the hard one first (as
-    the Go runtime does for every program): a cap above the limit would let a flood of
-    connections take the descriptors the store and new clients need."""
+def fit_to_fd_limit(limits: Limits, http_connections: int = 0) -> tuple[Limits, int, str | None]:
+    """(limits, http_connections, note): the gRPC port's max_connections and the HTTP ports'
+    cap together fitted under RLIMIT_NOFILE (less RESERVED_FDS), and a note for the log when
+    they had to change. The soft limit is raised towards the hard one first (as the Go runtime
+    does for every program): caps above the limit would let a flood of connections on one port
+    take the descriptors the store, the health port and the other ports need. When they must
+    shrink, both shrink in proportion."""
     try:
         import resource
     except ImportError:  # not Unix
-        return limits, None
+        return limits, http_connections, None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = limits.max_connections + RESERVED_FDS
+    wanted = limits.max_connections + http_connections + RESERVED_FDS
     if soft != resource.RLIM_INFINITY and soft < wanted:
         target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
         try:
@@ -120,14 +122,18 @@ def fit_to_fd_limit(limits: Limits) -> tuple[Limits, str | None]:
         except (ValueError, OSError):
             pass
     if soft == resource.RLIM_INFINITY or soft >= wanted:
-        return limits, None
+        return limits, http_connections, None
     reserved = min(RESERVED_FDS, soft // 2)
-    fitted = max(1, soft - reserved)
+    room = max(2, soft - reserved)
+    grpc_share = limits.max_connections / (limits.max_connections + http_connections)
+    fitted = max(1, int(room * grpc_share))
+    fitted_http = max(1, room - fitted) if http_connections else 0
     note = (
-        f"max connections lowered from {limits.max_connections} to {fitted}: the file "
-        f"descriptor limit is {soft} (ulimit -n), {reserved} of them kept for the rest"
+        f"max connections lowered from {limits.max_connections} to {fitted}"
+        + (f" (HTTP ports: from {http_connections} to {fitted_http})" if http_connections else "")
+        + f": the file descriptor limit is {soft} (ulimit -n), {reserved} of them kept for the rest"
     )
-    return replace(limits, max_connections=fitted), note
+    return replace(limits, max_connections=fitted), fitted_http, note
 
 
 def _too_many(limit: int) -> status_pb2.Status:

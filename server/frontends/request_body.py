@@ -16,6 +16,8 @@ from typing import TypeVar
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from .http_body import read_body
+
 Response = TypeVar("Response", bound=web.StreamResponse)
 
 _CLOSE = "leaseq.close_connection"
@@ -25,11 +27,12 @@ class UndecodableBody(Exception):
     """The body does not decode as its Content-Encoding says."""
 
 
-async def read(request: web.Request) -> bytes:
-    """The whole body, decoded; UndecodableBody when it does not decode (aiohttp's own
-    exceptions, such as HTTPRequestEntityTooLarge, pass through)."""
+async def read(request: web.Request, limit: int) -> bytes:
+    """The whole body, decoded, within the shared bounds (http_body.read_body: at most limit
+    bytes, a deadline, the body budget; its HttpRefusal passes through); UndecodableBody when it
+    does not decode."""
     try:
-        return await request.read()
+        return await read_body(request, limit)
     except RequestPayloadError:
         request.content.feed_eof()  # nothing more will be read from it
         request.protocol.close()  # close the connection after this request's answer

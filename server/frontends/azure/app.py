@@ -25,6 +25,7 @@ from ...errors import LeaseqError
 from ...logs import request_id_var
 from .. import request_body
 from ..dialect import DialectFrontend
+from ..http_refusal import BODY_TIMEOUT, BUSY, TOO_LARGE, HttpRefusal
 from ..observe import count_request, log_request
 from . import request_checks, shared_key, xml_bodies
 from .errors import (
@@ -32,7 +33,9 @@ from .errors import (
     INTERNAL_ERROR,
     INVALID_INPUT,
     REQUEST_BODY_TOO_LARGE,
+    SERVER_BUSY,
     AzureError,
+    Kind,
     from_domain,
 )
 from .operations import OPERATIONS, Answer, Request
@@ -49,6 +52,9 @@ API_VERSION = "2018-03-28"  # answered when the client names none
 MAX_REQUEST_BYTES = 12 * 1024 * 1024
 """Largest request body read: an 8 MiB message (leaseq's largest max_message_bytes) escaped in
 XML, with room; anything above is RequestBodyTooLarge (413)."""
+REQUEST_TIMEOUT = Kind("RequestTimeout", 408)
+AUTHORIZATION_FAILURE = Kind("AuthorizationFailure", 403)
+_REFUSALS = {TOO_LARGE: REQUEST_BODY_TOO_LARGE, BODY_TIMEOUT: REQUEST_TIMEOUT, BUSY: SERVER_BUSY}
 MAX_CLIENT_REQUEST_ID = 1024  # characters of x-ms-client-request-id echoed (Azure's limit)
 
 
@@ -75,6 +81,7 @@ class AzureFrontend(DialectFrontend):
     async def _handle(self, request: web.Request, request_id: str, started: float) -> web.Response:
         found: Route | None = None
         try:
+            self.check_origin(request)
             request_checks.check_headers(request.headers)
             # SharedKey signs no body: a caller that fails it costs no body read.
             account, principal = self._authenticate(request)
@@ -130,18 +137,9 @@ class AzureFrontend(DialectFrontend):
         return self._receipts
 
     async def _body(self, request: web.Request) -> bytes:
-        too_large = AzureError(
-            REQUEST_BODY_TOO_LARGE,
-            "The request body is too large and exceeds the maximum permissible limit.",
-            {"MaxLimit": str(self.max_request_bytes)},
-        )
-        declared = request.content_length
-        if declared is not None and declared > self.max_request_bytes:
-            raise too_large
+        """Within the shared bounds (an HttpRefusal when over them: _as_azure_error answers it)."""
         try:
-            return await request_body.read(request)
-        except web.HTTPRequestEntityTooLarge:
-            raise too_large from None
+            return await request_body.read(request, self.max_request_bytes)
         except request_body.UndecodableBody as error:
             raise AzureError(INVALID_INPUT, f"One of the request inputs is not valid: {error}.") from None
 
@@ -171,6 +169,15 @@ class AzureFrontend(DialectFrontend):
     def _as_azure_error(caught: Exception, found: Route | None) -> AzureError:
         if isinstance(caught, AzureError):
             return caught
+        if isinstance(caught, HttpRefusal):
+            if caught.reason == TOO_LARGE:
+                return AzureError(
+                    REQUEST_BODY_TOO_LARGE,
+                    "The request body is too large and exceeds the maximum permissible limit.",
+                    {"MaxLimit": str(caught.limit)},
+                )
+            kind = _REFUSALS.get(caught.reason, AUTHORIZATION_FAILURE)
+            return AzureError(kind, caught.message, retry_after=1.0 if kind is SERVER_BUSY else None)
         if isinstance(caught, LeaseqError):
             return from_domain(caught)
         log.exception("unexpected error in Azure operation %s", found.operation if found else "(unknown)")

@@ -31,8 +31,10 @@ from ...domain.types import (
 from ...errors import InvalidArgument, clip
 from ...traffic import WINDOW_SECONDS
 from .. import request_body
+from ..http_body import BODY_LIMIT
 from .history import DepthHistory
 
+MAX_BODY_BYTES = 8 * 1024  # a body read where the guard set no limit
 MAX_QUEUES = 50  # queues of one overview page (each costs one stats read per refresh)
 MAX_MESSAGES = 200  # messages of one list page
 DEFAULT_MESSAGES = 50
@@ -64,7 +66,8 @@ def bad(field: str, message: str) -> ApiError:
 
 async def json_body(request: web.Request) -> dict[str, Any]:
     try:
-        raw = await request_body.read(request)
+        # The limit is the guard's (app.py): small until the session has signed in.
+        raw = await request_body.read(request, request.get(BODY_LIMIT, MAX_BODY_BYTES))
     except request_body.UndecodableBody as error:
         raise bad("body", str(error)) from None
     try:

@@ -10,6 +10,10 @@ Routes: "/" is the page (static/index.html), /static/ its script and style, /api
   X-CSRF-Token header, the sign-in included; then the core checks the principal's grants;
 - every failure is a JSON error: a domain error of the core maps to its HTTP status (400, 403,
   404, 409, 429, 503), an unexpected one is a 500 logged with its traceback (a bug);
+- a cross-site request that may change data, and without a policy a Host name that is not
+  loopback (DNS rebinding), are refused before anything else (http_origin.py);
+- a body is read within the shared bounds (http_body.py): at most SIGN_IN_BYTES until the
+  session has signed in (when a policy asks for it), MAX_REQUEST_BYTES after;
 - every answer carries a strict Content-Security-Policy (scripts and styles from this origin
   only, no framing) and API answers are not cached.
 
@@ -44,8 +48,10 @@ from ...errors import (
 )
 from ...logs import request_id_var
 from ...metrics import Metrics
-from .. import request_body
-from ..http_site import HttpSite
+from .. import http_origin, request_body
+from ..http_body import BODY_LIMIT
+from ..http_refusal import HttpRefusal
+from ..http_site import HttpShared, HttpSite
 from ..observe import count_request, log_request
 from .api import Api, ApiError, json_body
 from .sessions import COOKIE, CSRF_HEADER, NONCE_COOKIE, Session, Sessions
@@ -55,6 +61,9 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 8080
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 """Largest request body: a sent message's body (up to 8 MiB) as a JSON string, escaping and all."""
+SIGN_IN_BYTES = 8 * 1024
+"""Largest body before the session has signed in (a sign-in: a token of at most 4,096 characters
+in JSON): what an anonymous client can make the server read."""
 
 SERVICE = "Console"
 
@@ -100,9 +109,11 @@ class ConsoleFrontend:
         policy: PolicyFile | FixedPolicy | None = None,
         *,
         metrics: Metrics | None = None,
+        http: HttpShared | None = None,
     ) -> None:
         self.core = core
         self.policy = policy
+        self.http = http or HttpShared()
         self.metrics = metrics
         self.sessions = Sessions()
         self.api = Api(core)
@@ -125,7 +136,7 @@ class ConsoleFrontend:
         return app
 
     async def start(self, listen: str) -> int:
-        self._site = HttpSite(self.application())
+        self._site = HttpSite(self.application(), shared=self.http)
         self.port = await self._site.start(listen, DEFAULT_PORT)
         return self.port
 
@@ -159,6 +170,15 @@ class ConsoleFrontend:
     async def _guarded(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        try:
+            http_origin.check(
+                request,
+                open_access=self.policy is None,
+                allowed_hosts=self.http.limits.allowed_hosts,
+                safe_methods=http_origin.SAFE_METHODS,  # a link from another site opens the page
+            )
+        except HttpRefusal as refusal:
+            return error_response(refusal.status, refusal.reason.upper(), refusal.message)
         if not request.path.startswith("/api/"):
             try:
                 return await handler(request)
@@ -177,7 +197,13 @@ class ConsoleFrontend:
             request["principal"] = principal
             if self.policy is not None and principal is None and request.path != "/api/session":
                 return error_response(401, "UNAUTHENTICATED", "Sign in with a token first.")
+            signing_in = request.path == "/api/session" or (
+                self.policy is not None and principal is None
+            )
+            request[BODY_LIMIT] = SIGN_IN_BYTES if signing_in else MAX_REQUEST_BYTES
             return await handler(request)
+        except HttpRefusal as refusal:
+            return error_response(refusal.status, refusal.reason.upper(), refusal.message)
         except ApiError as error:
             return error_response(error.status, error.code, str(error), error.field)
         except LeaseqError as error:
@@ -248,16 +274,17 @@ class ConsoleFrontend:
                 "csrf": csrf,
             }
         )
-        # secure=False: plain HTTP on loopback; behind a TLS proxy the cookies still work.
+        # Secure over HTTPS; over plain HTTP (loopback, or behind a TLS proxy) not.
+        secure = self.http.tls is not None
         if session is not None:
             response.set_cookie(
-                COOKIE, session.id, httponly=True, samesite="Strict", path="/", secure=False
+                COOKIE, session.id, httponly=True, samesite="Strict", path="/", secure=secure
             )
         elif COOKIE in request.cookies:
             response.del_cookie(COOKIE, path="/")  # signed out, ended or expired
         if fresh_nonce:
             response.set_cookie(
-                NONCE_COOKIE, nonce, httponly=True, samesite="Strict", path="/", secure=False
+                NONCE_COOKIE, nonce, httponly=True, samesite="Strict", path="/", secure=secure
             )
         return response
 

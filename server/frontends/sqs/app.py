@@ -32,16 +32,20 @@ from ...auth import Principal
 from ...errors import LeaseqError
 from ...logs import request_id_var
 from ..dialect import DialectFrontend
+from ..http_refusal import BODY_TIMEOUT, BUSY, TOO_LARGE, HttpRefusal
 from ..observe import count_request, log_request
 from . import protocol_json, protocol_query, sigv4
 from .actions import ACTIONS, Context
 from .errors import (
+    ACCESS_DENIED,
     INTERNAL_ERROR,
     INVALID_ACTION,
     MALFORMED_JSON,
     MALFORMED_QUERY,
     METHOD_NOT_ALLOWED,
     REQUEST_TOO_LARGE,
+    SERVICE_UNAVAILABLE,
+    Kind,
     SqsError,
     from_domain,
 )
@@ -49,9 +53,31 @@ from .queue_attributes import DEFAULT_REGION, name_from_url
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST_BYTES = 10 * 1024 * 1024
-"""Largest request body read: a batch of 10 messages may hold 1 MiB of bodies, which JSON
-escaping can make several times larger; anything above is RequestEntityTooLarge (413)."""
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+"""Largest request body read (before the signature is checked, so what one unauthenticated
+request can make the server hold): SQS's largest request carries 1 MiB of messages and
+attributes (one message, or a batch's sum), which the query protocol's percent-encoding or
+botocore's JSON escaping (ensure_ascii) make at most three times larger; anything above is
+RequestEntityTooLarge (413)."""
+
+READ_ONLY_ACTIONS = frozenset(
+    {
+        "GetQueueUrl",
+        "GetQueueAttributes",
+        "ListQueues",
+        "ListQueueTags",
+        "ListDeadLetterSourceQueues",
+        "ListMessageMoveTasks",
+    }
+)
+"""The actions a GET may carry without an auth policy. SQS takes any action by GET (its query
+API), signed in the Authorization header, which a link or an <img> cannot send: so does leaseq
+with a policy. Without one nothing is signed, and a GET may carry only actions that change
+nothing, so that a page cannot send, receive (which leases), delete or purge by a link or an
+<img>. boto3 and aws-cli send every action by POST."""
+
+REQUEST_TIMEOUT = Kind("RequestTimeout", "RequestTimeout", 408)
+_REFUSALS = {TOO_LARGE: REQUEST_TOO_LARGE, BODY_TIMEOUT: REQUEST_TIMEOUT, BUSY: SERVICE_UNAVAILABLE}
 
 
 SERVICE = "AmazonSQS"  # the service label of this front end's metrics and access log
@@ -93,9 +119,10 @@ class SqsFrontend(DialectFrontend):
         action, queue = "", ""
         unreadable = False  # the body stream broke: the connection cannot carry another request
         try:
+            self.check_origin(request)
             if request.method not in ("POST", "GET") or (is_json and request.method != "POST"):
                 raise SqsError(METHOD_NOT_ALLOWED, f"Method {request.method} is not allowed.")
-            body = await self._body(request)
+            body = await self.read_body(request)
             principal = self._authenticate(request, body)  # before any parsing of the body
             base_url = f"{request.scheme}://{request.host}"
             if is_json:
@@ -108,6 +135,16 @@ class SqsFrontend(DialectFrontend):
                 pairs += protocol_query.parse_form(text)
                 action, params = protocol_query.parse(pairs, request.path, base_url)
                 self._known(action)
+                if (
+                    request.method == "GET"
+                    and self.policy is None
+                    and action not in READ_ONLY_ACTIONS
+                ):
+                    raise SqsError(
+                        METHOD_NOT_ALLOWED,
+                        f"The action {action} changes state: send it by POST (a GET may carry "
+                        "only actions that change nothing).",
+                    )
             queue = self._queue_of(params)
             context = Context(
                 self.core,
@@ -143,18 +180,6 @@ class SqsFrontend(DialectFrontend):
             request.content.feed_eof()
             response.force_close()
         return response
-
-    async def _body(self, request: web.Request) -> bytes:
-        declared = request.content_length
-        if declared is not None and declared > self.max_request_bytes:
-            raise SqsError(REQUEST_TOO_LARGE, f"Request bodies are at most {self.max_request_bytes} bytes.")
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise SqsError(
-                REQUEST_TOO_LARGE, f"Request bodies are at most {self.max_request_bytes} bytes."
-            ) from None
-        return body
 
     @staticmethod
     def _known(action: str) -> None:
@@ -193,6 +218,8 @@ class SqsFrontend(DialectFrontend):
     def _as_sqs_error(caught: Exception, action: str, is_json: bool) -> SqsError:
         if isinstance(caught, SqsError):
             return caught
+        if isinstance(caught, HttpRefusal):
+            return SqsError(_REFUSALS.get(caught.reason, ACCESS_DENIED), caught.message)
         if isinstance(caught, LeaseqError):
             return from_domain(caught)
         if isinstance(caught, (RequestPayloadError, BadHttpMessage)):
