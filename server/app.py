@@ -508,7 +508,7 @@ def _throttle_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
     throttled = ThrottledLog(logging.getLogger("leaseq.server.http"), REFUSAL_LOG_INTERVAL)
     previous = loop.get_exception_handler()
 
-    def handle(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message") == _ACCEPT_FAILED:
             throttled.warning(
                 "cannot accept connections: %s (the file-descriptor limit, ulimit -n)",

@@ -10,6 +10,7 @@ until then.
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from aiohttp import web
 
@@ -17,7 +18,6 @@ from ..budget import ByteBudget, Reservation
 from .http_limits import BODY_MIN_RATE, HttpLimits
 from .http_refusal import BODY_TIMEOUT, BUSY, TOO_LARGE, HttpRefusal
 
-BODIES = web.AppKey("leaseq.http_bodies", "BodyReader")
 BODY_LIMIT = "leaseq.body_limit"
 """A request's key for the most its body may hold, where a front end sets it per request."""
 _RESERVATION = "leaseq.body_reservation"
@@ -34,7 +34,7 @@ class BodyReader:
         """The whole body (decompressed, as aiohttp gives it), at most limit bytes; HttpRefusal
         when it is larger, too slow, or the budget stays full."""
         if _BODY in request:
-            return request[_BODY]
+            return cast(bytes, request[_BODY])
         too_large = HttpRefusal(TOO_LARGE, f"Request bodies are at most {limit} bytes.", limit)
         declared = request.content_length
         if declared is not None and declared > limit:
@@ -76,6 +76,9 @@ class BodyReader:
         reservation.resize(len(body))
         request[_BODY] = body
         return body
+
+
+BODIES = web.AppKey("leaseq.http_bodies", BodyReader)
 
 
 def _drop_after_answer(request: web.Request) -> None:

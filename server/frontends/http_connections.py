@@ -20,7 +20,7 @@ import asyncio
 import logging
 import ssl
 from asyncio import sslproto
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -90,7 +90,7 @@ class GuardedHandler(web.RequestHandler):
         if self._gate is not None:
             if not self._gate.admit():
                 self._refused = True
-                transport.abort()
+                cast(asyncio.Transport, transport).abort()
                 return
             self._admitted = True
         super().connection_made(transport)
@@ -170,15 +170,22 @@ class CountedTLS(sslproto.SSLProtocol):
         gate: ConnectionGate,
         handshake_timeout: float,
     ) -> None:
+        # No waiter (CPython's own server path passes one only to learn of the handshake's end),
+        # and a float timeout, which CPython takes although the stubs say int.
         super().__init__(
-            loop, handler, context, None, server_side=True, ssl_handshake_timeout=handshake_timeout
+            loop,
+            handler,
+            context,
+            None,  # type: ignore[arg-type]
+            server_side=True,
+            ssl_handshake_timeout=handshake_timeout,  # type: ignore[arg-type]
         )
         self._gate = gate
         self._admitted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if not self._gate.admit():
-            transport.abort()
+            cast(asyncio.Transport, transport).abort()
             return
         self._admitted = True
         super().connection_made(transport)

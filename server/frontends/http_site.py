@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -47,7 +48,9 @@ class HttpShared:
 
 
 @web.middleware
-async def _request_bounds(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _request_bounds(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     """Outermost: when the answer is out, the body's budget goes back and the connection's next
     bytes are a new request's headers (http_connections.GuardedHandler)."""
     try:

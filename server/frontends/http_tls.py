@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..tls import check_files
 
 if TYPE_CHECKING:
-    from ..auth import TLSFiles
+    from ..tls import TLSFiles
 
 
 def server_context(files: TLSFiles) -> ssl.SSLContext:

@@ -45,15 +45,31 @@ class Server:
             '[[principals.grants]]\nqueues = ["*"]\nactions = ["*"]\n'
         )
         args = [
-            sys.executable, "-m", "leaseq.cli", "serve", "--store", f"sqlite:///{directory / 'q.db'}",
-            "--listen", f"127.0.0.1:{self.grpc}", "--sqs-listen", f"127.0.0.1:{self.sqs}",
-            "--azure-listen", f"127.0.0.1:{self.azure}", "--console-listen", f"127.0.0.1:{self.console}",
-            "--auth-policy", str(policy), "--log-level", "warning",
+            sys.executable,
+            "-m",
+            "leaseq.cli",
+            "serve",
+            "--store",
+            f"sqlite:///{directory / 'q.db'}",
+            "--listen",
+            f"127.0.0.1:{self.grpc}",
+            "--sqs-listen",
+            f"127.0.0.1:{self.sqs}",
+            "--azure-listen",
+            f"127.0.0.1:{self.azure}",
+            "--console-listen",
+            f"127.0.0.1:{self.console}",
+            "--auth-policy",
+            str(policy),
+            "--log-level",
+            "warning",
         ]
         if nofile:
             args = ["sh", "-c", f'ulimit -n {nofile} && exec "$@"', "sh", *args]
         self.log = directory / "serve.log"
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb")
+        )
         deadline = time.monotonic() + 60
         while health(self.grpc) != "SERVING":
             assert time.monotonic() < deadline and self.process.poll() is None, self.log.read_text()
@@ -74,7 +90,9 @@ class Server:
 def health(port: int, timeout: float = 2.0) -> str:
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=timeout
+            )
             return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     except grpc.RpcError as error:
         return error.code().name
@@ -91,7 +109,9 @@ def _send_all(sockets: list[socket.socket], payloads: list[bytes], seconds: floa
         except OSError:
             pass
 
-    threads = [threading.Thread(target=one, args=pair, daemon=True) for pair in zip(sockets, payloads)]
+    threads = [
+        threading.Thread(target=one, args=pair, daemon=True) for pair in zip(sockets, payloads)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -119,15 +139,19 @@ def _still_open(sockets: list[socket.socket]) -> int:
     return count
 
 
-def _scenario(server: Server, name: str, sockets: list[socket.socket], payloads: list[bytes]) -> None:
+def _scenario(
+    server: Server, name: str, sockets: list[socket.socket], payloads: list[bytes]
+) -> None:
     before = server.rss_mib()
     _send_all(sockets, payloads, 20)
     peak = _peak(server, 5)
     open_after = _still_open(sockets)
     for sock in sockets:
         sock.close()
-    print(f"{name}: RSS {before:.0f} MiB -> peak {peak:.0f} MiB (+{peak - before:.0f} MiB); "
-          f"{open_after} of {len(sockets)} connections still open 25 s after they began")
+    print(
+        f"{name}: RSS {before:.0f} MiB -> peak {peak:.0f} MiB (+{peak - before:.0f} MiB); "
+        f"{open_after} of {len(sockets)} connections still open 25 s after they began"
+    )
 
 
 def memory() -> None:
@@ -136,23 +160,37 @@ def memory() -> None:
         try:
             for size in (10 * MIB, 4 * MIB):
                 sockets = [socket.create_connection(("127.0.0.1", server.sqs)) for _ in range(30)]
-                head = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-                        f"Content-Length: {size}\r\n\r\n").encode()
+                head = (
+                    f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                    f"Content-Length: {size}\r\n\r\n"
+                ).encode()
                 payload = head + b"Action=ListQueues&P=" + b"x" * (size - 21)
-                _scenario(server, f"30 stalled SQS bodies of {size // MIB} MiB (all but the last byte)",
-                          sockets, [payload] * 30)
+                _scenario(
+                    server,
+                    f"30 stalled SQS bodies of {size // MIB} MiB (all but the last byte)",
+                    sockets,
+                    [payload] * 30,
+                )
             session = _console_session(server.console)
             sockets = [socket.create_connection(("127.0.0.1", server.console)) for _ in range(10)]
             size = 32 * MIB
-            head = (f"POST /api/session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                    f"Cookie: {session[0]}\r\nX-CSRF-Token: {session[1]}\r\nContent-Length: {size}\r\n\r\n").encode()
-            _scenario(server, "10 console sign-ins of 32 MiB (all but the last byte)", sockets,
-                      [head + b'{"token": "' + b"x" * (size - 12)] * 10)
+            head = (
+                f"POST /api/session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Cookie: {session[0]}\r\nX-CSRF-Token: {session[1]}\r\nContent-Length: {size}\r\n\r\n"
+            ).encode()
+            _scenario(
+                server,
+                "10 console sign-ins of 32 MiB (all but the last byte)",
+                sockets,
+                [head + b'{"token": "' + b"x" * (size - 12)] * 10,
+            )
             sockets = [socket.create_connection(("127.0.0.1", server.sqs)) for _ in range(100)]
             flood = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
                 f"X-H{i}: {'a' * 8000}\r\n".encode() for i in range(128)
             )
-            _scenario(server, "100 connections x 128 unfinished 8 KB header lines", sockets, [flood] * 100)
+            _scenario(
+                server, "100 connections x 128 unfinished 8 KB header lines", sockets, [flood] * 100
+            )
         finally:
             server.stop()
 
@@ -175,14 +213,14 @@ def _lifetime(sock: socket.socket, cap: float, trickle: bytes = b"") -> str:
     while time.monotonic() - started < cap:
         if trickle:
             try:
-                sock.sendall(trickle[sent % len(trickle):][:1])
+                sock.sendall(trickle[sent % len(trickle) :][:1])
                 sent += 1
             except OSError:
                 return f"{time.monotonic() - started:.1f} s"
         try:
             if sock.recv(65536) == b"":
                 return f"{time.monotonic() - started:.1f} s"
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError:
             return f"{time.monotonic() - started:.1f} s"
@@ -209,17 +247,26 @@ def lifetimes(cap: float) -> None:
 
             def trickling() -> str:
                 sock = socket.create_connection(("127.0.0.1", server.sqs))
-                return _lifetime(sock, cap, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100_000)
+                return _lifetime(
+                    sock, cap, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100_000
+                )
 
             def stalled_body() -> str:
                 sock = socket.create_connection(("127.0.0.1", server.sqs))
-                sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nAction=List")
+                sock.sendall(
+                    b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nAction=List"
+                )
                 return _lifetime(sock, cap)
 
-            threads = [threading.Thread(target=measure, args=(name, fn)) for name, fn in (
-                ("silent (connected, never a byte)", silent), ("idle (kept alive after an answer)", idle),
-                ("trickling headers (a byte a second)", trickling), ("stalled body", stalled_body),
-            )]
+            threads = [
+                threading.Thread(target=measure, args=(name, fn))
+                for name, fn in (
+                    ("silent (connected, never a byte)", silent),
+                    ("idle (kept alive after an answer)", idle),
+                    ("trickling headers (a byte a second)", trickling),
+                    ("stalled body", stalled_body),
+                )
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -265,22 +312,30 @@ def idle_connections(count: int, nofile: int | None) -> None:
             for sock in sockets:
                 sock.close()
             grown = server.log.stat().st_size - log_before
-            print(f"{count} idle HTTP connections (ulimit -n {nofile or 'default'}), opened in "
-                  f"{time.monotonic() - started:.1f} s: {open_now} open after 2 s, {refused} not connected")
+            print(
+                f"{count} idle HTTP connections (ulimit -n {nofile or 'default'}), opened in "
+                f"{time.monotonic() - started:.1f} s: {open_now} open after 2 s, {refused} not connected"
+            )
             print("  gRPC health: " + ", ".join(f"{s} {d * 1000:.0f} ms" for s, d in timings))
             print("  gRPC calls: " + "; ".join(calls))
-            print(f"  log grew by {grown} bytes; lines about refusals/accept: "
-                  f"{sum(1 for line in server.log.read_text().splitlines() if 'refused' in line or 'accept' in line)}")
+            print(
+                f"  log grew by {grown} bytes; lines about refusals/accept: "
+                f"{sum(1 for line in server.log.read_text().splitlines() if 'refused' in line or 'accept' in line)}"
+            )
         finally:
             server.stop()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("scenario", choices=["memory", "lifetimes", "idle"])
     parser.add_argument("--nofile", type=int, default=None)
     parser.add_argument("--connections", type=int, default=3000)
-    parser.add_argument("--cap", type=float, default=90.0, help="seconds a lifetime is watched at most")
+    parser.add_argument(
+        "--cap", type=float, default=90.0, help="seconds a lifetime is watched at most"
+    )
     args = parser.parse_args()
     if args.scenario == "memory":
         memory()

@@ -32,13 +32,15 @@ def read_until_closed(sock: socket.socket, deadline: float = DEADLINE) -> tuple[
     received = b""
     while True:
         remaining = deadline - (time.monotonic() - started)
-        assert remaining > 0, f"the server kept the connection open {deadline:.0f} s: {received[:200]!r}"
+        assert remaining > 0, (
+            f"the server kept the connection open {deadline:.0f} s: {received[:200]!r}"
+        )
         sock.settimeout(remaining)
         try:
             chunk = sock.recv(65536)
         except ConnectionResetError:
             chunk = b""
-        except socket.timeout:
+        except TimeoutError:
             continue
         if not chunk:
             return received, time.monotonic() - started
@@ -67,8 +69,9 @@ def read_answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return status, fields, rest[:length]
 
 
-def request(port: int, method: str, path: str, headers: dict[str, str] | None = None,
-            body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+def request(
+    port: int, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b""
+) -> tuple[int, dict[str, str], bytes]:
     headers = dict(headers or {})
     if body or method in ("POST", "PUT"):
         headers.setdefault("Content-Length", str(len(body)))

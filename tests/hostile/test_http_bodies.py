@@ -17,7 +17,9 @@ def test_a_stalled_sqs_body_is_answered_408_and_dropped(tmp_path):
     with serving(tmp_path, "--sqs-listen", "--http-body-timeout", "1s") as server:
         with connect(server.port) as sock:
             body = b"Action=ListQueues&Padding=" + b"x" * 100_000
-            sock.sendall(head("POST", "/", server.port, {**SQS_FORM, "Content-Length": str(len(body))}))
+            sock.sendall(
+                head("POST", "/", server.port, {**SQS_FORM, "Content-Length": str(len(body))})
+            )
             sock.sendall(body[:-1])  # all but the last byte, then nothing
             received, _ = read_until_closed(sock)
         assert received.startswith(b"HTTP/1.1 408"), received[:200]
@@ -28,7 +30,9 @@ def test_sqs_refuses_a_body_above_its_largest_request_before_reading_it(tmp_path
     with serving(tmp_path, "--sqs-listen") as server:
         with connect(server.port) as sock:
             # 5 MiB announced, nothing sent: the answer cannot wait for the body.
-            sock.sendall(head("POST", "/", server.port, {**SQS_FORM, "Content-Length": str(5 << 20)}))
+            sock.sendall(
+                head("POST", "/", server.port, {**SQS_FORM, "Content-Length": str(5 << 20)})
+            )
             status, _, body = read_answer(sock)
         assert status == 413 and b"RequestEntityTooLarge" in body
 
@@ -48,7 +52,11 @@ def test_a_console_sign_in_reads_a_few_kib_at_most(tmp_path):
         session = {"Cookie": cookie, "X-CSRF-Token": csrf, "Content-Type": "application/json"}
         with connect(server.port) as sock:
             # A 1 MiB sign-in announced and not sent: refused at once.
-            sock.sendall(head("POST", "/api/session", server.port, {**session, "Content-Length": str(1 << 20)}))
+            sock.sendall(
+                head(
+                    "POST", "/api/session", server.port, {**session, "Content-Length": str(1 << 20)}
+                )
+            )
             status, _, body = read_answer(sock)
         assert status == 413, body
         status, headers, body = request(
@@ -59,7 +67,11 @@ def test_a_console_sign_in_reads_a_few_kib_at_most(tmp_path):
         cookie = re.match(r"([^;]+)", headers["set-cookie"]).group(1)
         signed_in = {**session, "Cookie": cookie, "X-CSRF-Token": json.loads(body)["csrf"]}
         status, _, body = request(
-            server.port, "POST", "/api/queues", signed_in, json.dumps({"name": "big", "pad": "x" * 20_000}).encode()
+            server.port,
+            "POST",
+            "/api/queues",
+            signed_in,
+            json.dumps({"name": "big", "pad": "x" * 20_000}).encode(),
         )
         assert status != 413, body
 
@@ -67,7 +79,9 @@ def test_a_console_sign_in_reads_a_few_kib_at_most(tmp_path):
 def test_bodies_in_flight_share_one_budget(tmp_path):
     # A budget of 1 MiB: a stalled body of 1,000 KiB holds it; the next one waits for room for
     # --http-body-timeout, then is answered 503; once the stalled one is dropped there is room.
-    with serving(tmp_path, "--sqs-listen", "--http-body-mib", "1", "--http-body-timeout", "2s") as server:
+    with serving(
+        tmp_path, "--sqs-listen", "--http-body-mib", "1", "--http-body-timeout", "2s"
+    ) as server:
         body = b"Action=ListQueues&Padding=" + b"x" * (1_000 * 1024 - 26)
         announce = head("POST", "/", server.port, {**SQS_FORM, "Content-Length": str(len(body))})
         with connect(server.port) as stalled:

@@ -34,8 +34,12 @@ def _accepted_and_refused(sockets: list[socket.socket]) -> tuple[int, int]:
 def test_one_cap_for_every_http_port_and_health_still_answers(tmp_path):
     console = free_port()
     with serving(
-        tmp_path, "--sqs-listen", "--console-listen", f"127.0.0.1:{console}",
-        "--http-max-connections", "20",
+        tmp_path,
+        "--sqs-listen",
+        "--console-listen",
+        f"127.0.0.1:{console}",
+        "--http-max-connections",
+        "20",
     ) as server:
         ports = [server.port, console]
         held = [connect(ports[i % 2]) for i in range(20)]
@@ -84,7 +88,7 @@ def test_idle_stalled_and_trickling_connections_are_closed(tmp_path):
         trickling = connect(server.port)
         started = time.monotonic()
         trickled = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 10_000
-        for i, byte in enumerate(trickled):
+        for byte in trickled:
             try:
                 trickling.sendall(bytes([byte]))
             except (BrokenPipeError, ConnectionResetError):

@@ -23,7 +23,12 @@ from tests.support.process import free_port
 EVIL = "http://evil.example"
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 # What a browser adds to a request a page of another site makes (a <form>, a no-cors fetch).
-CROSS_SITE_FORM = {**FORM, "Origin": EVIL, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+CROSS_SITE_FORM = {
+    **FORM,
+    "Origin": EVIL,
+    "Sec-Fetch-Site": "cross-site",
+    "Sec-Fetch-Mode": "navigate",
+}
 NO_CORS_FETCH = {**FORM, "Origin": EVIL}  # an older browser: Origin alone
 IMG = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "image"}
 
@@ -41,8 +46,13 @@ def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ports]:
     directory = tmp_path_factory.mktemp("csrf")
     azure, console = free_port(), free_port()
     server = start(
-        "--sqs-listen", f"sqlite:///{directory / 'leaseq.db'}", directory,
-        "--azure-listen", f"127.0.0.1:{azure}", "--console-listen", f"127.0.0.1:{console}",
+        "--sqs-listen",
+        f"sqlite:///{directory / 'leaseq.db'}",
+        directory,
+        "--azure-listen",
+        f"127.0.0.1:{azure}",
+        "--console-listen",
+        f"127.0.0.1:{console}",
     )
     try:
         yield Ports(server, server.port, azure, console)
@@ -60,9 +70,17 @@ def test_sqs_refuses_cross_site_requests_and_state_changes_by_get(ports: Ports) 
     sqs.send_message(QueueUrl=url, MessageBody="keep me")
     path = urllib.parse.urlsplit(url).path
 
-    status, _, body = request(ports.sqs, "POST", "/", CROSS_SITE_FORM, _form(Action="SendMessage", QueueUrl=url, MessageBody="forged"))
+    status, _, body = request(
+        ports.sqs,
+        "POST",
+        "/",
+        CROSS_SITE_FORM,
+        _form(Action="SendMessage", QueueUrl=url, MessageBody="forged"),
+    )
     assert status == 403 and b"AccessDenied" in body
-    status, _, body = request(ports.sqs, "POST", "/", NO_CORS_FETCH, _form(Action="DeleteQueue", QueueUrl=url))
+    status, _, body = request(
+        ports.sqs, "POST", "/", NO_CORS_FETCH, _form(Action="DeleteQueue", QueueUrl=url)
+    )
     assert status == 403
     status, _, body = request(ports.sqs, "GET", f"{path}?Action=PurgeQueue", IMG)
     assert status == 403
@@ -71,13 +89,19 @@ def test_sqs_refuses_cross_site_requests_and_state_changes_by_get(ports: Ports) 
         status, _, body = request(ports.sqs, "GET", f"{path}?Action={action}")
         assert status == 405, (action, body)
     # Reads by GET, and a same-origin browser request, pass.
-    status, _, body = request(ports.sqs, "GET", "/?Action=ListQueues", {"Sec-Fetch-Site": "same-origin"})
+    status, _, body = request(
+        ports.sqs, "GET", "/?Action=ListQueues", {"Sec-Fetch-Site": "same-origin"}
+    )
     assert status == 200 and b"important" in body
     same_origin = {**FORM, "Origin": f"http://127.0.0.1:{ports.sqs}"}
-    status, _, _ = request(ports.sqs, "POST", "/", same_origin, _form(Action="GetQueueUrl", QueueName="important"))
+    status, _, _ = request(
+        ports.sqs, "POST", "/", same_origin, _form(Action="GetQueueUrl", QueueName="important")
+    )
     assert status == 200
 
-    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+    )
     assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "1"
     got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
     assert [m["Body"] for m in got] == ["keep me"]
@@ -85,7 +109,9 @@ def test_sqs_refuses_cross_site_requests_and_state_changes_by_get(ports: Ports) 
 
 def test_azure_refuses_cross_site_requests(ports: Ports) -> None:
     server = FrontendServer(ports.server.process, ports.azure, "sqlite")
-    queue = AzureQueueClient.from_connection_string(connection_string(server), "azure-csrf", retry_total=0)
+    queue = AzureQueueClient.from_connection_string(
+        connection_string(server), "azure-csrf", retry_total=0
+    )
     queue.create_queue()
     queue.send_message("keep me")
     status, headers, _ = request(
@@ -103,11 +129,19 @@ def test_the_console_refuses_cross_site_changes_but_opens_from_a_link(ports: Por
         "Content-Type": "application/json",
     }
     created = json.dumps({"name": "console-csrf"}).encode()
-    status, _, body = request(ports.console, "POST", "/api/queues", {**session, "Sec-Fetch-Site": "cross-site"}, created)
+    status, _, body = request(
+        ports.console, "POST", "/api/queues", {**session, "Sec-Fetch-Site": "cross-site"}, created
+    )
     assert status == 403 and b"CROSS_SITE" in body
-    status, _, body = request(ports.console, "POST", "/api/queues", {**session, "Origin": EVIL}, created)
+    status, _, body = request(
+        ports.console, "POST", "/api/queues", {**session, "Origin": EVIL}, created
+    )
     assert status == 403
-    status, _, _ = request(ports.console, "GET", "/", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
+    status, _, _ = request(
+        ports.console, "GET", "/", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+    )
     assert status == 200
-    status, _, body = request(ports.console, "POST", "/api/queues", {**session, "Sec-Fetch-Site": "same-origin"}, created)
+    status, _, body = request(
+        ports.console, "POST", "/api/queues", {**session, "Sec-Fetch-Site": "same-origin"}, created
+    )
     assert status < 300, body

@@ -25,7 +25,9 @@ def test_header_bytes_count_and_lines_are_bounded(tmp_path):
         status, _, _ = request(server.port, "GET", "/?Action=ListQueues", flood)
         assert status == 400
         # What SDKs send passes.
-        status, _, _ = request(server.port, "GET", "/?Action=ListQueues", {f"X-Few-{i}": "b" * 200 for i in range(40)})
+        status, _, _ = request(
+            server.port, "GET", "/?Action=ListQueues", {f"X-Few-{i}": "b" * 200 for i in range(40)}
+        )
         assert status == 200
         # A header line over 8 KiB.
         with connect(server.port) as sock:

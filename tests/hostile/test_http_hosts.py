@@ -15,22 +15,42 @@ def _status(port: int, host: str, path: str) -> int:
     return request(port, "GET", path, {"Host": host})[0]
 
 
-def test_without_a_policy_only_loopback_and_configured_host_names_are_answered(tmp_path, monkeypatch):
+def test_without_a_policy_only_loopback_and_configured_host_names_are_answered(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("LEASEQ_HTTP_ALLOWED_HOSTS", "leaseq.internal, Queue.Example.")
     azure, console = free_port(), free_port()
     with serving(
-        tmp_path, "--sqs-listen", "--azure-listen", f"127.0.0.1:{azure}",
-        "--console-listen", f"127.0.0.1:{console}",
+        tmp_path,
+        "--sqs-listen",
+        "--azure-listen",
+        f"127.0.0.1:{azure}",
+        "--console-listen",
+        f"127.0.0.1:{console}",
     ) as server:
         sqs = server.port
-        for host in ("evil.example", f"evil.example:{sqs}", "127.0.0.1.evil.example", "localhost.evil"):
+        for host in (
+            "evil.example",
+            f"evil.example:{sqs}",
+            "127.0.0.1.evil.example",
+            "localhost.evil",
+        ):
             assert _status(sqs, host, "/?Action=ListQueues") == 403, host
             assert _status(console, host, "/api/session") == 403, host
-        status, headers, _ = request(azure, "GET", "/devstoreaccount1?comp=list", {"Host": "evil.example"})
+        status, headers, _ = request(
+            azure, "GET", "/devstoreaccount1?comp=list", {"Host": "evil.example"}
+        )
         assert status == 403 and headers["x-ms-error-code"] == "AuthorizationFailure"
         for host in (
-            f"127.0.0.1:{sqs}", f"localhost:{sqs}", "LOCALHOST", f"[::1]:{sqs}", "127.8.9.10",
-            "app.localhost", "10.1.2.3", "leaseq.internal", f"queue.example:{sqs}",
+            f"127.0.0.1:{sqs}",
+            f"localhost:{sqs}",
+            "LOCALHOST",
+            f"[::1]:{sqs}",
+            "127.8.9.10",
+            "app.localhost",
+            "10.1.2.3",
+            "leaseq.internal",
+            f"queue.example:{sqs}",
         ):
             assert _status(sqs, host, "/?Action=ListQueues") == 200, host
             assert _status(console, host, "/api/session") == 200, host

@@ -23,13 +23,19 @@ DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFP
 TOKEN = "tls-console-token-0123456789abcdef"
 
 
-def boto3_client(endpoint: str, verify: str | bool = True, client_cert: tuple[str, str] | None = None):
+def boto3_client(
+    endpoint: str, verify: str | bool = True, client_cert: tuple[str, str] | None = None
+):
     import boto3
     from botocore.config import Config
 
     return boto3.client(
-        "sqs", endpoint_url=endpoint, region_name=REGION, verify=verify,
-        aws_access_key_id="AKIATLS", aws_secret_access_key="tls-secret",
+        "sqs",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        verify=verify,
+        aws_access_key_id="AKIATLS",
+        aws_secret_access_key="tls-secret",
         config=Config(retries={"max_attempts": 1}, client_cert=client_cert),
     )
 
@@ -47,8 +53,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     directory = tmp_path_factory.mktemp("pki")
     ca = CA("leaseq HTTP test CA")
     (directory / "ca.pem").write_bytes(ca.pem)
-    cert, key = ca.issue("localhost", dns=("localhost",), ips=("127.0.0.1",), server=True).write(directory, "server")
-    client_cert, client_key = ca.issue("client.internal", dns=("client.internal",)).write(directory, "client")
+    cert, key = ca.issue("localhost", dns=("localhost",), ips=("127.0.0.1",), server=True).write(
+        directory, "server"
+    )
+    client_cert, client_key = ca.issue("client.internal", dns=("client.internal",)).write(
+        directory, "client"
+    )
     return Pki(directory / "ca.pem", cert, key, (str(client_cert), str(client_key)))
 
 
@@ -69,12 +79,25 @@ def _serve(tmp_path: Path, pki: Pki, *extra: str) -> tuple[Serve, Https]:
         '[[principals.grants]]\nqueues = ["*"]\nactions = ["*"]\n'
     )
     server = Serve(
-        tmp_path, "memory://",
-        "--tls-cert", str(pki.cert), "--tls-key", str(pki.key), "--auth-policy", str(policy),
-        "--sqs-listen", f"127.0.0.1:{sqs}", "--azure-listen", f"127.0.0.1:{azure}",
-        "--console-listen", f"127.0.0.1:{console}", *extra,
+        tmp_path,
+        "memory://",
+        "--tls-cert",
+        str(pki.cert),
+        "--tls-key",
+        str(pki.key),
+        "--auth-policy",
+        str(policy),
+        "--sqs-listen",
+        f"127.0.0.1:{sqs}",
+        "--azure-listen",
+        f"127.0.0.1:{azure}",
+        "--console-listen",
+        f"127.0.0.1:{console}",
+        *extra,
     ).start()
-    return server, Https(f"https://127.0.0.1:{sqs}", f"https://127.0.0.1:{azure}", f"https://127.0.0.1:{console}")
+    return server, Https(
+        f"https://127.0.0.1:{sqs}", f"https://127.0.0.1:{azure}", f"https://127.0.0.1:{console}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +162,9 @@ def test_mutual_tls_asks_every_http_port_for_a_client_certificate(tmp_path: Path
 
 
 @pytest.mark.parametrize("flag", ["--sqs-listen", "--azure-listen", "--console-listen"])
-def test_a_non_loopback_http_port_without_tls_is_refused_at_start(tmp_path: Path, flag: str) -> None:
+def test_a_non_loopback_http_port_without_tls_is_refused_at_start(
+    tmp_path: Path, flag: str
+) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(
         f'[[principals]]\nname = "p"\ntokens = ["{hash_token(TOKEN)}"]\n'
@@ -149,4 +174,8 @@ def test_a_non_loopback_http_port_without_tls_is_refused_at_start(tmp_path: Path
     result = serve(flag, f"0.0.0.0:{free_port()}", "--auth-policy", str(policy))
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
-    assert "TLS" in result.stderr and "--allow-unauthenticated" in result.stderr and flag in result.stderr
+    assert (
+        "TLS" in result.stderr
+        and "--allow-unauthenticated" in result.stderr
+        and flag in result.stderr
+    )
