@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import grpc
@@ -99,8 +100,8 @@ def health(port: int, timeout: float = 2.0) -> str:
 
 
 def _send_all(sockets: list[socket.socket], payloads: list[bytes], seconds: float) -> None:
-    """Each socket sends its payload in a thread for at most `seconds` (a server that stops
-    reading makes it wait)."""
+    """Each socket sends its payload in a thread of its own for at most `seconds` (a server that
+    stops reading makes it wait); returns at once."""
 
     def one(sock: socket.socket, payload: bytes) -> None:
         sock.settimeout(seconds)
@@ -109,90 +110,102 @@ def _send_all(sockets: list[socket.socket], payloads: list[bytes], seconds: floa
         except OSError:
             pass
 
-    threads = [
-        threading.Thread(target=one, args=pair, daemon=True) for pair in zip(sockets, payloads)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(seconds + 5)
+    for pair in zip(sockets, payloads):
+        threading.Thread(target=one, args=pair, daemon=True).start()
 
 
-def _peak(server: Server, seconds: float) -> float:
-    peak, end = 0.0, time.monotonic() + seconds
-    while time.monotonic() < end:
-        peak = max(peak, server.rss_mib())
-        time.sleep(0.25)
-    return peak
-
-
-def _still_open(sockets: list[socket.socket]) -> int:
-    count = 0
+def _states(sockets: list[socket.socket]) -> tuple[Counter[str], int, int]:
+    """How the server left the connections: (statuses of those answered, closed without an
+    answer, still open and silent)."""
+    statuses: Counter[str] = Counter()
+    closed = silent = 0
     for sock in sockets:
         sock.setblocking(False)
         try:
-            count += sock.recv(1, socket.MSG_PEEK) != b""
+            data = sock.recv(65536, socket.MSG_PEEK)
         except BlockingIOError:
-            count += 1
+            silent += 1
+            continue
         except OSError:
-            pass
-    return count
+            data = b""
+        if data.startswith(b"HTTP/"):
+            statuses[data.split(b" ", 2)[1].decode()] += 1
+        else:
+            closed += 1
+    return statuses, closed, silent
 
 
 def _scenario(
     server: Server, name: str, sockets: list[socket.socket], payloads: list[bytes]
 ) -> None:
+    """RSS before, its peak over 35 s, and what became of the connections at 12 s and 35 s."""
     before = server.rss_mib()
-    _send_all(sockets, payloads, 20)
-    peak = _peak(server, 5)
-    open_after = _still_open(sockets)
+    started = time.monotonic()
+    _send_all(sockets, payloads, 30)
+    peak, seen = 0.0, []
+    for at in (12.0, 35.0):
+        while time.monotonic() - started < at:
+            peak = max(peak, server.rss_mib())
+            time.sleep(0.25)
+        statuses, closed, silent = _states(sockets)
+        answered = ", ".join(f"{n} answered {status}" for status, n in sorted(statuses.items()))
+        seen.append(
+            f"at {at:.0f} s: {answered or 'none answered'}, {closed} closed, {silent} open and silent"
+        )
+    end = server.rss_mib()
     for sock in sockets:
         sock.close()
     print(
-        f"{name}: RSS {before:.0f} MiB -> peak {peak:.0f} MiB (+{peak - before:.0f} MiB); "
-        f"{open_after} of {len(sockets)} connections still open 25 s after they began"
+        f"{name}: RSS {before:.0f} MiB -> peak {peak:.0f} MiB (+{peak - before:.0f} MiB), "
+        f"{end:.0f} MiB at 35 s; " + "; ".join(seen)
     )
 
 
+def _stalled_sqs(server: Server, size: int) -> None:
+    sockets = [socket.create_connection(("127.0.0.1", server.sqs)) for _ in range(30)]
+    head = (
+        f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        f"Content-Length: {size}\r\n\r\n"
+    ).encode()
+    payload = head + b"Action=ListQueues&P=" + b"x" * (size - 21)
+    name = f"30 stalled SQS bodies of {size // MIB} MiB (all but the last byte)"
+    _scenario(server, name, sockets, [payload] * 30)
+
+
+def _console_sign_ins(server: Server) -> None:
+    session = _console_session(server.console)
+    sockets = [socket.create_connection(("127.0.0.1", server.console)) for _ in range(10)]
+    size = 32 * MIB
+    head = (
+        f"POST /api/session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Cookie: {session[0]}\r\nX-CSRF-Token: {session[1]}\r\nContent-Length: {size}\r\n\r\n"
+    ).encode()
+    name = "10 console sign-ins of 32 MiB (all but the last byte)"
+    _scenario(server, name, sockets, [head + b'{"token": "' + b"x" * (size - 12)] * 10)
+
+
+def _header_flood(server: Server) -> None:
+    sockets = [socket.create_connection(("127.0.0.1", server.sqs)) for _ in range(100)]
+    flood = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
+        f"X-H{i}: {'a' * 8000}\r\n".encode() for i in range(128)
+    )
+    _scenario(server, "100 connections x 128 unfinished 8 KB header lines", sockets, [flood] * 100)
+
+
 def memory() -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        server = Server(Path(directory))
-        try:
-            for size in (10 * MIB, 4 * MIB):
-                sockets = [socket.create_connection(("127.0.0.1", server.sqs)) for _ in range(30)]
-                head = (
-                    f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-                    f"Content-Length: {size}\r\n\r\n"
-                ).encode()
-                payload = head + b"Action=ListQueues&P=" + b"x" * (size - 21)
-                _scenario(
-                    server,
-                    f"30 stalled SQS bodies of {size // MIB} MiB (all but the last byte)",
-                    sockets,
-                    [payload] * 30,
-                )
-            session = _console_session(server.console)
-            sockets = [socket.create_connection(("127.0.0.1", server.console)) for _ in range(10)]
-            size = 32 * MIB
-            head = (
-                f"POST /api/session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                f"Cookie: {session[0]}\r\nX-CSRF-Token: {session[1]}\r\nContent-Length: {size}\r\n\r\n"
-            ).encode()
-            _scenario(
-                server,
-                "10 console sign-ins of 32 MiB (all but the last byte)",
-                sockets,
-                [head + b'{"token": "' + b"x" * (size - 12)] * 10,
-            )
-            sockets = [socket.create_connection(("127.0.0.1", server.sqs)) for _ in range(100)]
-            flood = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
-                f"X-H{i}: {'a' * 8000}\r\n".encode() for i in range(128)
-            )
-            _scenario(
-                server, "100 connections x 128 unfinished 8 KB header lines", sockets, [flood] * 100
-            )
-        finally:
-            server.stop()
+    """Each scenario on a server of its own (RSS seldom shrinks back after one)."""
+    for scenario in (
+        lambda server: _stalled_sqs(server, 10 * MIB),
+        lambda server: _stalled_sqs(server, 4 * MIB),
+        _console_sign_ins,
+        _header_flood,
+    ):
+        with tempfile.TemporaryDirectory() as directory:
+            server = Server(Path(directory))
+            try:
+                scenario(server)
+            finally:
+                server.stop()
 
 
 def _console_session(port: int) -> tuple[str, str]:
@@ -294,7 +307,7 @@ def idle_connections(count: int, nofile: int | None) -> None:
                 except OSError:
                     refused += 1
             time.sleep(2)  # the server accepts (or refuses) them
-            open_now = _still_open(sockets)
+            open_now = _states(sockets)[2]
             timings = []
             for _ in range(5):
                 t = time.monotonic()
