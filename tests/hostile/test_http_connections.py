@@ -14,21 +14,32 @@ from tests.ops.test_connections import readable
 from tests.support.process import free_port
 
 
+def _accepted(sock: socket.socket) -> bool:
+    """Sends a request: an accepted connection gets an answer (and is kept alive), a refused one
+    was closed without a byte."""
+    try:
+        sock.sendall(head("GET", "/", sock.getpeername()[1], {"Connection": "keep-alive"}))
+        return bool(sock.recv(65536))
+    except (ConnectionResetError, BrokenPipeError):
+        return False
+
+
 def _accepted_and_refused(sockets: list[socket.socket]) -> tuple[int, int]:
-    """Each socket sends a request: an accepted one gets an answer, a refused one was closed
-    without a byte."""
-    accepted = refused = 0
-    for sock in sockets:
-        try:
-            sock.sendall(head("GET", "/", sock.getpeername()[1], {"Connection": "keep-alive"}))
-            data = sock.recv(65536)
-        except (ConnectionResetError, BrokenPipeError):
-            data = b""
-        if data:
-            accepted += 1
-        else:
-            refused += 1
-    return accepted, refused
+    accepted = sum(_accepted(sock) for sock in sockets)
+    return accepted, len(sockets) - accepted
+
+
+def _held(port: int) -> socket.socket:
+    """A connection the server accepted; retried while a connection the server has not yet
+    seen closed (the start-up probe's) still counts against the cap."""
+    deadline = time.monotonic() + 30
+    while True:
+        sock = connect(port)
+        if _accepted(sock):
+            return sock
+        sock.close()
+        assert time.monotonic() < deadline, "no connection accepted"
+        readable([], 0.05)  # the server has not seen the close yet: a moment
 
 
 def test_one_cap_for_every_http_port_and_health_still_answers(tmp_path):
@@ -40,12 +51,15 @@ def test_one_cap_for_every_http_port_and_health_still_answers(tmp_path):
         f"127.0.0.1:{console}",
         "--http-max-connections",
         "20",
+        # The held connections wait for their turn to send a request: on a busy machine longer
+        # than the default header deadline.
+        "--http-header-timeout",
+        "120s",
     ) as server:
         ports = [server.port, console]
-        held = [connect(ports[i % 2]) for i in range(20)]
+        held = [_held(ports[i % 2]) for i in range(20)]
         try:
-            # The first 20 are in (an answer each, kept alive); 20 more, on both ports, are not.
-            assert _accepted_and_refused(held) == (20, 0)
+            # 20 are in (an answer each, kept alive); 20 more, on both ports, are not.
             surplus = [connect(ports[i % 2]) for i in range(20)]
             assert _accepted_and_refused(surplus) == (0, 20)
             with grpc.insecure_channel(server.grpc_target) as channel:
@@ -57,8 +71,8 @@ def test_one_cap_for_every_http_port_and_health_still_answers(tmp_path):
             for sock in held:
                 sock.close()
         log = server.process.log_path.read_text()
-        # 20 refusals, one record (they all fall in one REFUSAL_LOG_INTERVAL).
-        assert log.count("HTTP connection refused") == 1, log[-3000:]
+        # 20 refusals (and maybe one while the held ones were made): one record per 10 s.
+        assert 1 <= log.count("HTTP connection refused") <= 2, log[-3000:]
         # Room again once the held ones are closed.
         deadline = time.monotonic() + 30
         while True:
