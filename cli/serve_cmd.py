@@ -188,7 +188,7 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     type=click.IntRange(min=1),
     default=4096,
     show_default=True,
-    help="Connections open at once across the HTTP ports (SQS, Azure, console); more are "
+    help="Connections open at once across the HTTP ports (SQS, Azure, OCI, console); more are "
     "closed at once. Kept below the file-descriptor limit together with --max-connections.",
 )
 @_option(
@@ -325,6 +325,7 @@ def serve(
     for flag, address in (
         ("--sqs-listen", sqs_listen),
         ("--azure-listen", azure_listen),
+        ("--oci-listen", oci_listen),
         ("--console-listen", console_listen),
     ):
         if address and security.tls is None and not allow_unauthenticated and not is_loopback(address):

@@ -335,7 +335,7 @@ async def serve(
                 raise StartupError(f"{name} address {error}") from None
     check_free(addresses)
     http_limits = http_limits or HttpLimits()
-    serves_http = bool(sqs_listen or azure_listen or console_listen)
+    serves_http = bool(sqs_listen or azure_listen or oci_listen or console_listen)
     limits, http_connections, note = fit_to_fd_limit(
         limits or Limits(), http_limits.max_connections if serves_http else 0
     )
@@ -387,7 +387,9 @@ async def serve(
             )
             cleanup.push_async_callback(azure.stop)
         if oci_listen:
-            oci = await _start_http_frontend("OCI", store, built, security, oci_listen, reuse_port)
+            oci = await _start_http_frontend(
+                "OCI", store, built, security, oci_listen, reuse_port, http
+            )
             cleanup.push_async_callback(oci.stop)
         if console_listen:
             console = await _start_console(built, security, console_listen, http)

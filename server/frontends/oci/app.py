@@ -22,10 +22,19 @@ from ...errors import LeaseqError
 from ...logs import request_id_var
 from .. import request_body
 from ..dialect import DialectFrontend
+from ..http_refusal import BODY_TIMEOUT, BUSY, TOO_LARGE, HttpRefusal
 from ..observe import count_request, log_request
 from . import messages, queues, signature
 from .context import Answer, Operation, Request
-from .errors import INTERNAL, INVALID_PARAMETER, PAYLOAD_TOO_LARGE, OciError, from_domain
+from .errors import (
+    INTERNAL,
+    INVALID_PARAMETER,
+    PAYLOAD_TOO_LARGE,
+    UNAVAILABLE,
+    Kind,
+    OciError,
+    from_domain,
+)
 from .routing import Route, route
 from .work_requests import WorkRequests
 
@@ -36,6 +45,9 @@ DEFAULT_PORT = 10443
 MAX_REQUEST_BYTES = 12 * 1024 * 1024
 """Largest request body read: a PutMessages of leaseq's largest messages in JSON, with room;
 anything above is PayloadTooLarge (413)."""
+NOT_AUTHORIZED = Kind("NotAuthorized", 403)
+REQUEST_TIMEOUT = Kind("RequestTimeout", 408)
+_REFUSALS = {TOO_LARGE: PAYLOAD_TOO_LARGE, BODY_TIMEOUT: REQUEST_TIMEOUT, BUSY: UNAVAILABLE}
 MAX_CLIENT_REQUEST_ID = 98  # characters of a client's opc-request-id echoed (OCI's limit)
 
 OPERATIONS: dict[str, Operation] = {
@@ -83,6 +95,7 @@ class OciFrontend(DialectFrontend):
     async def _handle(self, request: web.Request, request_id: str, started: float) -> web.Response:
         found: Route | None = None
         try:
+            self.check_origin(request)
             principal = self._authenticate(request)
             body = await self._body(request)
             signature.check_body(request.method, request.headers, body)
@@ -136,16 +149,9 @@ class OciFrontend(DialectFrontend):
         )
 
     async def _body(self, request: web.Request) -> bytes:
-        too_large = OciError(
-            PAYLOAD_TOO_LARGE, f"The request body is larger than {self.max_request_bytes} bytes."
-        )
-        declared = request.content_length
-        if declared is not None and declared > self.max_request_bytes:
-            raise too_large
+        """Within the shared bounds (an HttpRefusal when over them: _as_oci_error answers it)."""
         try:
-            return await request_body.read(request)
-        except web.HTTPRequestEntityTooLarge:
-            raise too_large from None
+            return await request_body.read(request, self.max_request_bytes)
         except request_body.UndecodableBody as error:
             raise OciError(INVALID_PARAMETER, f"The request body is malformed: {error}.") from None
 
@@ -153,6 +159,9 @@ class OciFrontend(DialectFrontend):
     def _as_oci_error(caught: Exception, found: Route | None) -> OciError:
         if isinstance(caught, OciError):
             return caught
+        if isinstance(caught, HttpRefusal):
+            kind = _REFUSALS.get(caught.reason, NOT_AUTHORIZED)
+            return OciError(kind, caught.message, 1.0 if kind is UNAVAILABLE else None)
         if isinstance(caught, LeaseqError):
             return from_domain(caught)
         log.exception(
