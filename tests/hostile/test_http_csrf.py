@@ -39,12 +39,13 @@ class Ports:
     sqs: int
     azure: int
     console: int
+    oci: int
 
 
 @pytest.fixture(scope="module")
 def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ports]:
     directory = tmp_path_factory.mktemp("csrf")
-    azure, console = free_port(), free_port()
+    azure, console, oci = free_port(), free_port(), free_port()
     server = start(
         "--sqs-listen",
         f"sqlite:///{directory / 'leaseq.db'}",
@@ -53,9 +54,11 @@ def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ports]:
         f"127.0.0.1:{azure}",
         "--console-listen",
         f"127.0.0.1:{console}",
+        "--oci-listen",
+        f"127.0.0.1:{oci}",
     )
     try:
-        yield Ports(server, server.port, azure, console)
+        yield Ports(server, server.port, azure, console, oci)
     finally:
         stop(server, "Traceback")
 
@@ -145,3 +148,16 @@ def test_the_console_refuses_cross_site_changes_but_opens_from_a_link(ports: Por
         ports.console, "POST", "/api/queues", {**session, "Sec-Fetch-Site": "same-origin"}, created
     )
     assert status < 300, body
+
+
+def test_oci_refuses_cross_site_requests(ports: Ports) -> None:
+    created = json.dumps({"displayName": "oci-csrf", "compartmentId": "ocid1.compartment.oc1..x"})
+    for headers in ({"Origin": EVIL}, {"Sec-Fetch-Site": "cross-site"}):
+        status, _, body = request(
+            ports.oci,
+            "POST",
+            "/20210201/queues",
+            {**headers, "Content-Type": "application/json"},
+            created.encode(),
+        )
+        assert status == 403 and json.loads(body)["code"] == "NotAuthorized", body
