@@ -47,7 +47,7 @@ class BodyReader:
             reservation = await asyncio.wait_for(
                 self.budget.reserve(declared if declared is not None else limit), self.grace
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise HttpRefusal(
                 BUSY, "The server is reading too many request bodies at once: retry later."
             ) from None
@@ -59,7 +59,7 @@ class BodyReader:
             wait = started + self.grace + total / self.min_rate - loop.time()
             try:
                 chunk = await asyncio.wait_for(request.content.readany(), max(wait, 0.001))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 _drop_after_answer(request)
                 raise HttpRefusal(
                     BODY_TIMEOUT,
