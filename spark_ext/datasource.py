@@ -22,8 +22,9 @@ dedup column the dedup ids come from the partition and row position, as in ``wri
 (same guarantee: a retried task re-sends the same ids within the queue's dedup window).
 
 Streaming options (``leaseq.spark_ext.streaming``): source ``target``, ``queue``,
-``numPartitions`` (1), ``maxMessagesPerTrigger`` (50000; 0: no limit), ``visibilityTimeout``
-(300), ``idlePollInterval`` (0.1), ``token``; sink as the batch write, plus ``writeId`` (default:
+``numPartitions`` (the driver's cores), ``maxMessagesPerTrigger`` (50000; 0: no limit),
+``visibilityTimeout`` (300), ``idlePollInterval`` (0.1), ``token``, and a schema of message
+columns to yield only those (``.schema("message_id string, body binary")``); sink as the batch write, plus ``writeId`` (default:
 the streaming query's id).
 """
 
@@ -95,7 +96,7 @@ class LeaseqDataSource(DataSource):
     def streamReader(self, schema: StructType) -> Any:
         from .streaming import StreamReader
 
-        return StreamReader(_lower(self.options))
+        return StreamReader(_lower(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         if overwrite:

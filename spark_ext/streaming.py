@@ -19,7 +19,9 @@ reader of a new checkpoint (``initialOffset``) and carried from offset to offset
 offset log keeps it: it is the checkpoint's identity, the same after every restart, and a new
 checkpoint gets a new one. ``batch`` counts the source's micro-batches; ``messages`` is how many
 messages the batch may take (decided by ``latestOffset`` from the visible count and the read
-limit), split over ``partitions`` (at most 100,000 each: ``MAX_PER_PARTITION``).
+limit), split over ``partitions``: a multiple of ``numPartitions`` (default: the driver's
+cores, ``os.cpu_count()``; on a cluster set it to the executors' cores), so that the tasks run
+in even waves, with at most 100,000 messages each (``MAX_PER_PARTITION``).
 
 - ``partitions(start, end)``: partition ``p`` of batch ``b`` receives in requests of at most
   10,000, request ``k`` with the receive attempt id ``leaseq-stream:<query>:<b>:<p>`` for ``k =
@@ -32,10 +34,17 @@ limit), split over ``partitions`` (at most 100,000 each: ``MAX_PER_PARTITION``).
   are made). Few large partitions rather than one per 10,000: each Spark task costs its
   executor and Python worker a fixed amount, and ``local[2]`` runs 2 at a time.
 - ``commit(end)``: ``DeleteMessages`` by the attempt ids of every batch up to ``end`` that this
-  reader has seen and not yet committed (``end`` itself, and after a restart the batch before
-  the re-executed one, whose commit may have been lost in the crash; deleting twice is
+  reader has seen and not yet deleted (``end`` itself, and after a restart the batches before
+  the re-executed one whose delete may have been lost in the crash; deleting twice is
   harmless). Spark calls ``commit(N)`` once batch N+1 is in the offset log, which is after batch
   N is in the commit log: a message is deleted only after the batch that read it completed.
+  The delete runs in the background while batch N+1 reads (its messages are leased: the two do
+  not meet), one at a time: ``commit(N+1)`` first waits for N's. An offset planned while a
+  delete is in flight names its batches (``"unconfirmed"``), so a driver restarted after a
+  crash deletes them with the re-executed batch's predecessor. When the next batch is a flush
+  batch (below: the end of an AvailableNow run, or an idle stream) or the delete before failed,
+  the delete runs in ``commit`` itself, and its failure fails the query, whose restart deletes
+  again (the logged offsets name every batch not surely deleted).
 - The commit lag: Spark commits batch N only when it constructs batch N+1. So that an idle
   queue does not keep the last batch leased for ever, ``latestOffset`` answers a *flush batch*
   (``messages = 0``, no partitions, nothing read) when batches wait for their commit and no
@@ -59,6 +68,11 @@ limit), split over ``partitions`` (at most 100,000 each: ``MAX_PER_PARTITION``).
   batch commits the last data batch and the query ends. Delivery is oldest first, so the budget
   covers the messages that were visible at the start unless older ones are released meanwhile.
 
+- Columns: Spark's Python sources have no column pruning, and the JVM converts every column a
+  partition yields into its rows; a schema given to the reader (``.schema("message_id string,
+  body binary")``: message columns with their types, any order) makes the partitions yield
+  those columns only (``_columns.py``).
+
 The sink (``DataSourceStreamArrowWriter``)
 ------------------------------------------
 
@@ -74,11 +88,12 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,15 +112,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ..client.arrow import DEFAULT_BATCH_BYTES, MAX_ROWS, MESSAGE_SCHEMA
+from ..client.arrow import DEFAULT_BATCH_BYTES, MAX_ROWS
 from ..client.errors import LeaseqError
-from ._executor import (
-    ClientSettings,
-    client_for,
-    progress_logger,
-    spark_arrow_schema,
-    to_spark_batch,
-)
+from ._columns import OutputColumns
+from ._executor import ClientSettings, client_for, progress_logger
 from .core import send_partition
 
 __all__ = [
@@ -132,7 +142,6 @@ PROBE_CHANNEL = "leaseq.spark.lease-probe.no-message-has-this-channel"
 id: a replay answers it whatever the filter; when there is nothing to replay, this filter makes
 it an empty receive (no delivery, no attempt record). Do not send messages on this channel."""
 
-_SPARK_MESSAGE_SCHEMA = spark_arrow_schema(MESSAGE_SCHEMA)
 _BATCH_ID_KEY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
 _QUERY_ID_KEY = "sql.streaming.queryId"  # StreamExecution.QUERY_ID_KEY
 
@@ -168,21 +177,31 @@ class BatchPlan:
             int(offset.get("partitions", 0)),
         )
 
-    def offset(self) -> dict[str, Any]:
-        return {
+    def offset(self, unconfirmed: list[BatchPlan] | None = None) -> dict[str, Any]:
+        offset: dict[str, Any] = {
             "query": self.query,
             "batch": self.batch,
             "messages": self.messages,
             "partitions": self.partitions,
         }
+        if unconfirmed:
+            offset["unconfirmed"] = [[p.batch, p.messages, p.partitions] for p in unconfirmed]
+        return offset
+
+    @classmethod
+    def unconfirmed(cls, offset: dict[str, Any]) -> list[BatchPlan]:
+        """The earlier batches an offset names as not surely deleted when it was planned."""
+        query = str(offset["query"])
+        return [cls(query, int(b), int(m), int(p)) for b, m, p in offset.get("unconfirmed", [])]
 
     @classmethod
     def plan(cls, query: str, batch: int, messages: int, min_partitions: int) -> BatchPlan:
-        """``messages`` over at least ``min_partitions`` partitions of at most
-        ``MAX_PER_PARTITION``, and never an empty one."""
+        """``messages`` over a multiple of ``min_partitions`` partitions (whole waves of tasks)
+        of at most ``MAX_PER_PARTITION``, and never an empty one."""
         if messages <= 0:
             return cls(query, batch, 0, 0)
-        parts = min(messages, max(min_partitions, math.ceil(messages / MAX_PER_PARTITION)))
+        waves = math.ceil(messages / (min_partitions * MAX_PER_PARTITION))
+        parts = min(messages, min_partitions * waves)
         return cls(query, batch, messages, parts)
 
     def sizes(self) -> list[int]:
@@ -220,20 +239,26 @@ class StreamPartition(InputPartition):
 
 class _Driver:
     """State of the reader on the driver (Spark's streaming source runner process): the query id
-    of a new checkpoint, the batches planned or run and not yet committed, the AvailableNow
-    budget, and the thread that keeps their leases."""
+    of a new checkpoint, the batches planned or run and not yet deleted, the AvailableNow
+    budget, the commit in flight, and the thread that keeps their leases."""
 
     def __init__(self, reader: StreamReader) -> None:
         self.reader = reader
         self.client = client_for(reader.settings)
         self.query = uuid.uuid4().hex  # used only when the checkpoint has no offset yet
         self.lock = threading.Lock()
-        self.pending: dict[int, BatchPlan] = {}  # batch -> plan, not yet deleted by commit
-        self.committed_through = -1  # highest batch committed by this process
+        self.pending: dict[int, BatchPlan] = {}  # batch -> plan, not yet deleted by a commit
+        self.committed_through = -1  # highest batch whose delete this process saw succeed
+        self.latest: BatchPlan | None = None  # the last plan latestOffset answered
         self.budget: int | None = None  # Trigger.AvailableNow: messages left to plan
         self.last_empty_check = -math.inf
         self.committed_messages = 0
         self.backlog = 0  # visible and not planned into a batch, at the last planning
+        # Seconds spent, for the query's progress: the deletes of commits (in the background
+        # when overlapped), commit() waiting for the delete before it, GetQueueStats calls.
+        self.seconds = {"commitSeconds": 0.0, "commitWaitSeconds": 0.0, "planSeconds": 0.0}
+        self.deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leaseq-commit")
+        self.in_flight: tuple[Future[None], list[BatchPlan]] | None = None
         self.keeper = _DriverLeaseKeeper(self)
         self.keeper.start()
 
@@ -246,8 +271,18 @@ class _Driver:
         with self.lock:
             return list(self.pending.values())
 
+    def unconfirmed_before(self, batch: int) -> list[BatchPlan]:
+        """Batches before ``batch`` whose delete is in flight or failed: a new offset names
+        them, so that a driver restarted after a crash deletes them too."""
+        with self.lock:
+            return [p for b, p in sorted(self.pending.items()) if b < batch]
+
     def visible(self) -> int:
-        return self.client.stats(self.reader.queue).visible
+        started = time.perf_counter()
+        try:
+            return self.client.stats(self.reader.queue).visible
+        finally:
+            self.seconds["planSeconds"] += time.perf_counter() - started
 
     def progress(self) -> dict[str, Any]:
         """The backlog and this run's work, for the query's progress (``reportLatestOffset``)."""
@@ -258,31 +293,68 @@ class _Driver:
             "uncommittedBatches": len(uncommitted),
             "committedMessages": self.committed_messages,
             "leasesExtended": self.keeper.extended,
+            **{k: round(v, 3) for k, v in self.seconds.items()},
         }
 
     def commit(self, end: BatchPlan) -> None:
+        """Delete the batches through ``end``: in the background while the next batch runs,
+        unless the next batch is a flush batch (the last of an AvailableNow run, or an idle
+        stream: nothing to overlap) or the delete before failed; then here, and a failure
+        fails the query (its restart deletes them again: the logged offsets name them)."""
         self.track(end)
+        started = time.perf_counter()
+        failed = self.settle()
+        self.seconds["commitWaitSeconds"] += time.perf_counter() - started
         with self.lock:
             plans = [p for b, p in sorted(self.pending.items()) if b <= end.batch]
+        last = self.latest is None or self.latest.batch <= end.batch or not self.latest.messages
+        if failed or last:
+            self.delete(plans)
+        else:
+            self.in_flight = (self.deleter.submit(self.delete, plans), plans)
+
+    def settle(self) -> list[BatchPlan]:
+        """Wait for the delete in flight; the plans it failed to delete (still pending)."""
+        in_flight, self.in_flight = self.in_flight, None
+        if in_flight is None:
+            return []
+        try:
+            in_flight[0].result()
+            return []
+        except Exception:  # noqa: BLE001 - deleted again by the caller, which raises
+            _log.warning("leaseq stream: a commit's delete failed; deleting again", exc_info=True)
+            return in_flight[1]
+
+    def delete(self, plans: list[BatchPlan]) -> None:
+        started = time.perf_counter()
         ids = [a for p in plans for a in p.attempt_ids()]
         deleted = 0
         for start in range(0, len(ids), MAX_ROWS):
             chunk = ids[start : start + MAX_ROWS]
-            # Retried by the client on UNAVAILABLE; a failure here fails the query, and the
-            # re-run commits these batches again (the re-executed batch's start is tracked).
+            # Retried by the client on UNAVAILABLE; deleting twice is harmless.
             result = self.client.delete(self.reader.queue, [], attempt_ids=chunk)
             deleted += sum(result.attempt_results.values())
         with self.lock:
             for plan in plans:
                 self.pending.pop(plan.batch, None)
-            self.committed_through = max(self.committed_through, end.batch)
+            if plans:
+                self.committed_through = max(self.committed_through, plans[-1].batch)
             self.committed_messages += deleted
+            self.seconds["commitSeconds"] += time.perf_counter() - started
         _log.info(
-            "leaseq stream: committed through batch %d, %s messages deleted (%s by this query run)",
-            end.batch, f"{deleted:,}", f"{self.committed_messages:,}",
+            "leaseq stream: committed %d batch(es), %s messages deleted (%s by this query run)",
+            len(plans), f"{deleted:,}", f"{self.committed_messages:,}",
         )
 
     def close(self) -> None:
+        failed = self.settle()
+        if failed:
+            try:
+                self.delete(failed)
+            except Exception:  # noqa: BLE001 - stop() must not hide the query's own outcome
+                _log.error("leaseq stream: a commit's delete failed at stop; its messages "
+                           "come back when their leases end", exc_info=True)
+        self.deleter.shutdown(wait=True)
         self.keeper.stop()
 
 
@@ -363,13 +435,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     there, in one process for the life of the query) and pickles fresh instances to executors
     for ``read``; the driver state is made on the first driver call and never pickled."""
 
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: Any, schema: Any = None) -> None:
         target, queue = options.get("target"), options.get("queue")
         if not target or not queue:
             raise ValueError('the leaseq stream source needs the options "target" and "queue"')
+        self.output = OutputColumns(schema)
         self.settings = ClientSettings(target, options.get("token"))
         self.queue = queue
-        self.num_partitions = max(1, _int(options, "numPartitions", 1))
+        self.num_partitions = max(1, _int(options, "numPartitions", os.cpu_count() or 1))
         self.max_per_trigger = _int(
             options, "maxMessagesPerTrigger", DEFAULT_MAX_MESSAGES_PER_TRIGGER
         )
@@ -430,7 +503,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             return start
         driver.track(plan)
-        return plan.offset()
+        driver.latest = plan
+        return plan.offset(driver.unconfirmed_before(last.batch))
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """Shown as the source's ``latestOffset`` in the query's progress (``lastProgress``): a
@@ -459,14 +533,18 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # After a restart this is the re-executed batch: the one before it completed, but its
         # commit may have been lost with the old driver; commit() deletes it again.
         driver.track(first)
+        for unconfirmed in BatchPlan.unconfirmed(end):  # deletes in flight at the planning
+            driver.track(unconfirmed)
         driver.track(plan)
         return [StreamPartition(plan.receives(p)) for p in range(plan.partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, StreamPartition)
         client = client_for(self.settings)
-        started = time.monotonic()
+        clock = time.perf_counter
+        started = clock()
         rows = 0
+        waited = converted = handed = 0.0  # the partition's time split, for its progress line
 
         def receive(attempt_id: str, asked: int) -> pa.Table:
             return client.receive_arrow(
@@ -485,7 +563,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="leaseq-stream") as pool:
             future = pool.submit(receive, *receives[0])
             for k, (_, asked) in enumerate(receives):
+                t0 = clock()
                 table = future.result()
+                t1 = clock()
                 full = table.num_rows >= asked
                 if full and k + 1 < len(receives):
                     future = pool.submit(receive, *receives[k + 1])
@@ -493,15 +573,19 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # A first receive returns delivery order, a replay key order: sort, so that
                 # every run of the partition yields the same rows in the same order
                 # (position-based dedup ids downstream, e.g. the leaseq sink, depend on it).
-                if table.num_rows:
-                    yield from to_spark_batch(table.sort_by("message_id"), _SPARK_MESSAGE_SCHEMA)
+                batches = self.output.batches(table) if table.num_rows else []
+                t2 = clock()
+                yield from batches  # returns when Spark's JVM has taken them
+                waited, converted, handed = waited + t1 - t0, converted + t2 - t1, handed + clock() - t2
                 if not full:
                     break  # nothing more visible: a replay stops here too
-        seconds = time.monotonic() - started
+        seconds = clock() - started
         rate = rows / seconds if seconds > 0 else 0.0
         progress_logger().info(
-            "leaseq stream %s: %s messages received in %.2f s (%s/s)",
-            partition.attempt_id, f"{rows:,}", seconds, f"{rate:,.0f}",
+            "leaseq stream %s of queue %s: %s messages received in %.2f s (%s/s; receive %.2f s, "
+            "arrow %.2f s, hand-over %.2f s)",
+            partition.attempt_id, self.queue, f"{rows:,}", seconds, f"{rate:,.0f}", waited,
+            converted, handed,
         )
 
     def commit(self, end: dict[str, Any]) -> None:

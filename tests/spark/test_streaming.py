@@ -218,7 +218,8 @@ def test_trigger_available_now_reads_in_limited_batches_and_ends(
     assert [r for r in rows if r] == [1000, 1000, 500]
     # Progress: the source's "latestOffset" in each progress is the backlog and the run's work.
     assert set(backlog[0]) == {"backlog", "uncommittedBatches", "committedMessages",
-                               "leasesExtended"}
+                               "leasesExtended", "commitSeconds", "commitWaitSeconds",
+                               "planSeconds"}
     assert backlog[0]["backlog"] == n - 1000 and backlog[-1]["backlog"] == 0
     committed = [b["committedMessages"] for b in backlog]
     assert committed == sorted(committed) and committed[0] == 0 and committed[-1] >= 2000
