@@ -40,6 +40,8 @@ def spark():
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
         .config("spark.driver.memory", "1g")
+        # tests/spark/test_connect.py serves Spark Connect from this session on this port.
+        .config("spark.connect.grpc.binding.port", str(free_port()))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
