@@ -299,7 +299,9 @@ def main() -> None:
     spark = local_spark(
         "leaseq-bench-streaming",
         **{"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2",
-           "spark.sql.pyspark.worker.logging.enabled": "true"},
+           "spark.sql.pyspark.worker.logging.enabled": "true",
+           # A loaded machine starts a Python process in more than the default 15 s.
+           "spark.python.authenticate.socketTimeout": "120s"},
     )
 
     from leaseq.client import QueueClient

@@ -51,4 +51,5 @@ class OutputColumns:
     def batches(self, table: pa.Table) -> list[pa.RecordBatch]:
         """``table`` (``MESSAGE_SCHEMA``, one receive) sorted by message id, as these columns."""
         ordered = table.sort_by("message_id").select(self.names)
-        return ordered.cast(self.schema).to_batches()
+        batches: list[pa.RecordBatch] = ordered.cast(self.schema).to_batches()
+        return batches

@@ -40,6 +40,9 @@ def spark():
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
         .config("spark.driver.memory", "1g")
+        # A loaded machine (CI beside other work) starts a Python worker in more than the
+        # default 15 s its connection back to the JVM may take.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         # tests/spark/test_connect.py serves Spark Connect from this session on this port.
         .config("spark.connect.grpc.binding.port", str(free_port()))
         .getOrCreate()
