@@ -101,7 +101,7 @@ class Bench:
         from pyspark.sql import functions as F
 
         if self.input_dir is None:
-            self.input_dir = self.work / "input"
+            self.input_dir = self.work / f"input-{n}"
             (self.spark.range(0, n, numPartitions=2)
              .select(F.rpad(F.col("id").cast("string"), 100, "x").cast("binary").alias("body"))
              .write.parquet(str(self.input_dir)))
