@@ -13,9 +13,7 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension(
-            "leaseq.client._wire_arrow_c", sources=["client/_wire_arrow_c.c"], optional=True
-        ),
+        Extension("leaseq.client._wire_arrow_c", sources=["client/_wire_arrow_c.c"], optional=True),
         Extension("leaseq._native.speedups", sources=["native/speedups.c"], optional=True),
     ]
 )

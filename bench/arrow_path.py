@@ -106,31 +106,43 @@ def client_codecs(body: int, count: int = 10_000) -> dict[str, float]:
     """Seconds per row of each client conversion, as used by send_arrow/receive_arrow/
     ack_arrow (the implementation chosen by _wire_arrow.NATIVE)."""
     raw = sample_response(count, body)
-    table = pa.table({
-        "body": pa.array([os.urandom(body) for _ in range(count)], pa.binary()),
-        "dedup_id": pa.array([f"write-1:0:{i}" for i in range(count)], pa.string()),
-    })
+    table = pa.table(
+        {
+            "body": pa.array([os.urandom(body) for _ in range(count)], pa.binary()),
+            "dedup_id": pa.array([f"write-1:0:{i}" for i in range(count)], pa.string()),
+        }
+    )
     batch = _wire_arrow.decode_messages(raw, arrow.MESSAGE_SCHEMA)
     receipts = batch.column("receipt")
     send_answer = pb.SendMessagesResponse(
-        results=[pb.SendResult(id=str(i), message_id=m) for i, m in
-                 enumerate(batch.column("message_id").to_pylist())]
+        results=[
+            pb.SendResult(id=str(i), message_id=m)
+            for i, m in enumerate(batch.column("message_id").to_pylist())
+        ]
     ).SerializeToString()
     ack_answer = pb.DeleteMessagesResponse(
-        results=[pb.DeleteResult(receipt=r, status=pb.LEASE_STATUS_OK) for r in receipts.to_pylist()]
+        results=[
+            pb.DeleteResult(receipt=r, status=pb.LEASE_STATUS_OK) for r in receipts.to_pylist()
+        ]
     ).SerializeToString()
 
     def send() -> None:
         plan = arrow.send_arrow(
-            "q", table, body_column="body", attributes_column=None, channel_column=None,
-            delay_column=None, ttl_column=None, dedup_id_column="dedup_id", id_column=None,
+            "q",
+            table,
+            body_column="body",
+            attributes_column=None,
+            channel_column=None,
+            delay_column=None,
+            ttl_column=None,
+            dedup_id_column="dedup_id",
+            id_column=None,
             max_batch_bytes=arrow.DEFAULT_BATCH_BYTES,
         )
         drive(plan, send_answer)
 
     def ack() -> None:
-        drive(arrow.ack_arrow("q", receipts, max_batch_bytes=arrow.DEFAULT_BATCH_BYTES),
-              ack_answer)
+        drive(arrow.ack_arrow("q", receipts, max_batch_bytes=arrow.DEFAULT_BATCH_BYTES), ack_answer)
 
     return {
         "receive": per_batch(lambda: _wire_arrow.decode_messages(raw, arrow.MESSAGE_SCHEMA))
@@ -162,8 +174,10 @@ def print_codecs(body: int) -> None:
     finally:
         _wire_arrow.NATIVE = native
     for name, costs in rows.items():
-        print(f"  {name:<12}: " + "   ".join(f"{step} {us * 1e6:5.2f} us" for step, us in
-                                          costs.items()))
+        print(
+            f"  {name:<12}: "
+            + "   ".join(f"{step} {us * 1e6:5.2f} us" for step, us in costs.items())
+        )
 
 
 # --- 2. the wire format ----------------------------------------------------------------------
@@ -217,7 +231,9 @@ def delivered_from(messages: list[pb.ReceivedMessage]) -> list[domain.DeliveredM
     ]
 
 
-def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, tuple[float, float]]:
+def codec_costs(
+    table: pa.Table, sample: list[pb.ReceivedMessage]
+) -> dict[str, tuple[float, float]]:
     """Per batch: {step: (protobuf seconds, Arrow IPC seconds)}, both ends of the wire."""
     config = domain.QueueConfig()
     delivered = delivered_from(sample)
@@ -226,8 +242,15 @@ def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, 
 
     def send_protobuf() -> None:
         [request] = arrow._send_requests(
-            "q", table, arrow.DEFAULT_BATCH_BYTES, body_column="body", attributes_column=None,
-            channel_column=None, delay_column=None, ttl_column=None, dedup_id_column=None,
+            "q",
+            table,
+            arrow.DEFAULT_BATCH_BYTES,
+            body_column="body",
+            attributes_column=None,
+            channel_column=None,
+            delay_column=None,
+            ttl_column=None,
+            dedup_id_column=None,
             id_column=None,
         )  # client: wire bytes
         parsed = pb.SendMessagesRequest.FromString(request.raw)  # server
@@ -256,7 +279,9 @@ def codec_costs(table: pa.Table, sample: list[pb.ReceivedMessage]) -> dict[str, 
                 pa.array([m.message_id for m in ms], pa.string()),
                 pa.array([m.receipt for m in ms], pa.string()),
                 pa.array([m.body for m in ms], pa.binary()),
-                pa.array([list(m.attributes.items()) for m in ms], pa.map_(pa.string(), pa.string())),
+                pa.array(
+                    [list(m.attributes.items()) for m in ms], pa.map_(pa.string(), pa.string())
+                ),
                 pa.array([m.channel for m in ms], pa.string()),
                 pa.array([int(m.enqueued_at * 1e6) for m in ms], time_type),
                 pa.array([int(m.visible_at * 1e6) for m in ms], time_type),
@@ -292,8 +317,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--body", type=int, default=1024, help="body bytes")
-    parser.add_argument("--codec", action="store_true",
-                        help="only the client's conversions (no server)")
+    parser.add_argument(
+        "--codec", action="store_true", help="only the client's conversions (no server)"
+    )
     args = parser.parse_args()
     print_codecs(args.body)
     if args.codec:
@@ -315,13 +341,17 @@ def main() -> None:
                 arrow_rate, arrow_cpu = rate(
                     lambda: cycle_arrow(client, "bench-arrow", table), batch, args.seconds
                 )
-                print(f"  arrow path    : {arrow_rate:>10,.0f} msgs/s   client CPU "
-                      f"{arrow_cpu * 1e6:6.2f} us/msg (send+receive+ack)")
+                print(
+                    f"  arrow path    : {arrow_rate:>10,.0f} msgs/s   client CPU "
+                    f"{arrow_cpu * 1e6:6.2f} us/msg (send+receive+ack)"
+                )
                 protobuf_rate, protobuf_cpu = rate(
                     lambda: cycle_protobuf(client, "bench-protobuf", bodies), batch, args.seconds
                 )
-                print(f"  protobuf path : {protobuf_rate:>10,.0f} msgs/s   client CPU "
-                      f"{protobuf_cpu * 1e6:6.2f} us/msg")
+                print(
+                    f"  protobuf path : {protobuf_rate:>10,.0f} msgs/s   client CPU "
+                    f"{protobuf_cpu * 1e6:6.2f} us/msg"
+                )
                 # Real messages (ids, receipts, times) for the wire-format comparison.
                 client.send_batch("bench-arrow", bodies)
                 sample: list[pb.ReceivedMessage] = []
@@ -336,13 +366,17 @@ def main() -> None:
     saved = 0.0
     for step, (as_protobuf, as_ipc) in costs.items():
         saved += as_protobuf - as_ipc
-        print(f"  {step:<8}: repeated fields {as_protobuf * 1e3:7.2f} ms   "
-              f"Arrow IPC bytes {as_ipc * 1e3:7.2f} ms")
+        print(
+            f"  {step:<8}: repeated fields {as_protobuf * 1e3:7.2f} ms   "
+            f"Arrow IPC bytes {as_ipc * 1e3:7.2f} ms"
+        )
     cycle = batch / arrow_rate
     projected = cycle - saved
     speedup = cycle / projected if projected > 0 else float("inf")
-    print(f"  arrow cycle {cycle * 1e3:.1f} ms per batch; with IPC on the wire about "
-          f"{projected * 1e3:.1f} ms ({batch / projected:,.0f} msgs/s): {speedup:.2f}x")
+    print(
+        f"  arrow cycle {cycle * 1e3:.1f} ms per batch; with IPC on the wire about "
+        f"{projected * 1e3:.1f} ms ({batch / projected:,.0f} msgs/s): {speedup:.2f}x"
+    )
     verdict = "add it to the proto" if speedup >= THRESHOLD else "convert at the edge"
     print(f"  decision (>= {THRESHOLD}x needed): {verdict}")
 

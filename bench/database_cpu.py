@@ -34,8 +34,10 @@ def _backend_pids(url: str, application_name: str) -> list[int]:
     # libpq's part of the store URL (the store's own parsing), under a name of its own: this
     # connection's backend is not one of those measured.
     with psycopg.connect(
-        parse_url(url).conninfo, application_name=APPLICATION_NAME_PREFIX + "meter",
-        autocommit=True, connect_timeout=10,
+        parse_url(url).conninfo,
+        application_name=APPLICATION_NAME_PREFIX + "meter",
+        autocommit=True,
+        connect_timeout=10,
     ) as conn:
         rows = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (application_name,)

@@ -67,8 +67,8 @@ class _Collector:
 
     def poll(self, timeout: float) -> None:
         try:
-            index, what, payload = self.results.get(timeout=timeout) if timeout > 0 else (
-                self.results.get_nowait()
+            index, what, payload = (
+                self.results.get(timeout=timeout) if timeout > 0 else (self.results.get_nowait())
             )
         except queue_module.Empty:
             self._check_exits()
@@ -155,9 +155,7 @@ def run_workers(
                 pause = min(pause, max(0.001, window.begin - now))
             time.sleep(max(0.0, pause))
         cpu = meter.stop() if metering else None
-        database_cpu = (
-            database_meter.stop() if metering and database_meter is not None else None
-        )
+        database_cpu = database_meter.stop() if metering and database_meter is not None else None
         if interval > 0:
             timeline.append((time.monotonic() - window.begin, list(counters)))
         if progress is not None:
@@ -168,8 +166,13 @@ def run_workers(
         for process in processes:
             process.join(timeout=10)
         return Outcome(
-            [collector.reports[job.index] for job in jobs], window, cpu, meter.cpu_seconds,
-            database_cpu, database_meter.cpu_seconds if database_meter else None, timeline,
+            [collector.reports[job.index] for job in jobs],
+            window,
+            cpu,
+            meter.cpu_seconds,
+            database_cpu,
+            database_meter.cpu_seconds if database_meter else None,
+            timeline,
         )
     finally:
         for process in processes:  # only after a failure: the others ended above

@@ -30,7 +30,9 @@ async def _measure(messages: int) -> None:
         try:
             await store.create_queue("q", QueueConfig(message_retention=60.0))
             for start in range(0, messages, writer.INLINE_WEIGHT):
-                await store.send_bodies("q", [b"x" * 100] * min(writer.INLINE_WEIGHT, messages - start))
+                await store.send_bodies(
+                    "q", [b"x" * 100] * min(writer.INLINE_WEIGHT, messages - start)
+                )
             clock.advance(61.0)
             gaps: list[float] = []
             done = asyncio.Event()
@@ -53,8 +55,10 @@ async def _measure(messages: int) -> None:
             expired = (await store.stats("q")).expired_total
         finally:
             await store.close()
-    print(f"{expired:,} expired messages swept; the send took {took * 1000:.0f} ms;"
-          f" longest event-loop stall {max(gaps) * 1000:.0f} ms")
+    print(
+        f"{expired:,} expired messages swept; the send took {took * 1000:.0f} ms;"
+        f" longest event-loop stall {max(gaps) * 1000:.0f} ms"
+    )
 
 
 def main() -> None:

@@ -41,8 +41,16 @@ from typing import Any
 # (row, scenario arguments, target)
 _RATIO_ROWS = [
     ("cycle b1000, 1 consumer", ["cycle", "--batch", "1000", "--baseline"], 0.5),
-    ("cycle b1000, 2 consumers", ["cycle", "--batch", "1000", "--consumers", "2", "--baseline"], 0.5),
-    ("cycle b100, 2 consumers", ["cycle", "--batch", "100", "--consumers", "2", "--baseline"], 0.35),
+    (
+        "cycle b1000, 2 consumers",
+        ["cycle", "--batch", "1000", "--consumers", "2", "--baseline"],
+        0.5,
+    ),
+    (
+        "cycle b100, 2 consumers",
+        ["cycle", "--batch", "100", "--consumers", "2", "--baseline"],
+        0.35,
+    ),
     ("send b100, 2 producers", ["send", "--batch", "100", "--producers", "2", "--baseline"], 0.6),
 ]
 
@@ -121,9 +129,13 @@ def main() -> None:
         f" <= 5%; <= 10 ms | {'yes' if idle['cpu_percent'] <= 5 and wake['p99_ms'] <= 10 else 'no'} |"
     )
     rounds = f"; {args.rounds} rounds, medians" if args.rounds > 1 else ""
-    print(f"{started}, load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after;"
-          f" {args.duration:g} s a run{rounds}")
-    print("| row | leaseq msgs/s | raw SQLite loop msgs/s | ratio | server µs CPU/msg | target | met |")
+    print(
+        f"{started}, load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after;"
+        f" {args.duration:g} s a run{rounds}"
+    )
+    print(
+        "| row | leaseq msgs/s | raw SQLite loop msgs/s | ratio | server µs CPU/msg | target | met |"
+    )
     print("|---|---|---|---|---|---|---|")
     print("\n".join(lines))
     if args.json:

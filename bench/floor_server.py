@@ -199,8 +199,9 @@ class _PostgresFloor:
     async def lease(self, wanted: int) -> Leased:
         async with self.pool.connection() as conn:
             cursor = await conn.execute(
-                _LEASEQ_LEASE if self.row == "leaseq" else
-                "WITH cte AS (SELECT msg_id FROM q WHERE vt <= clock_timestamp()"
+                _LEASEQ_LEASE
+                if self.row == "leaseq"
+                else "WITH cte AS (SELECT msg_id FROM q WHERE vt <= clock_timestamp()"
                 " ORDER BY msg_id ASC LIMIT %b FOR UPDATE SKIP LOCKED)"
                 " UPDATE q m SET vt = clock_timestamp() + interval '30 seconds',"
                 " read_ct = read_ct + 1 FROM cte WHERE m.msg_id = cte.msg_id"
@@ -386,11 +387,27 @@ def _serve_workers(args: argparse.Namespace) -> None:
     children: list[subprocess.Popen[str]] = []
     try:
         for _ in range(args.workers):
-            children.append(subprocess.Popen(
-                [sys.executable, "-m", "leaseq.bench.floor_server", "--listen", args.listen, "--store", "postgres",
-                 "--dsn", args.dsn, "--schema", store.schema, "--postgres-row", args.postgres_row],
-                stdout=subprocess.PIPE, text=True,
-            ))
+            children.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "leaseq.bench.floor_server",
+                        "--listen",
+                        args.listen,
+                        "--store",
+                        "postgres",
+                        "--dsn",
+                        args.dsn,
+                        "--schema",
+                        store.schema,
+                        "--postgres-row",
+                        args.postgres_row,
+                    ],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            )
             line = children[-1].stdout.readline()  # type: ignore[union-attr]
             if not line.startswith("floor server on"):
                 raise SystemExit(f"a worker did not start: {line.strip()}")
@@ -416,21 +433,28 @@ def main() -> None:
     parser.add_argument("--listen", default="127.0.0.1:50300", help="HOST:PORT to serve on")
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
-        "--sqlite-work", choices=("loop", "thread", "overlapped"), default="loop",
+        "--sqlite-work",
+        choices=("loop", "thread", "overlapped"),
+        default="loop",
         help="sqlite: where the statements and the fsync run (see the module docstring)",
     )
     parser.add_argument(
-        "--dsn", default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN),
+        "--dsn",
+        default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN),
         help="postgres: the database that gets the fresh schema (as leaseq bench's --dsn)",
     )
     parser.add_argument(
-        "--workers", type=int, default=1,
+        "--workers",
+        type=int,
+        default=1,
         help="postgres: this many server processes on the one port (SO_REUSEPORT, which gRPC"
         " sets), as `leaseq serve --workers`; the first line's pid is their parent's. A send"
         " wakes receives waiting in its own process only, and GetQueueStats counts its own",
     )
     parser.add_argument(
-        "--postgres-row", choices=("pgmq", "leaseq"), default="pgmq",
+        "--postgres-row",
+        choices=("pgmq", "leaseq"),
+        default="pgmq",
         help="postgres: pgmq's table, or leaseq's messages table (see the module docstring)",
     )
     parser.add_argument("--schema", help=argparse.SUPPRESS)  # a worker's: its parent's schema

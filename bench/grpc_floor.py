@@ -86,8 +86,19 @@ async def _serve(address: str) -> None:
 
 def _bench(args: argparse.Namespace, *extra: str) -> dict:
     command = [
-        sys.executable, "-m", "leaseq.cli", "bench", "send", "--batch", str(args.batch),
-        "--producers", str(args.producers), "--duration", str(args.duration), "--json", *extra,
+        sys.executable,
+        "-m",
+        "leaseq.cli",
+        "bench",
+        "send",
+        "--batch",
+        str(args.batch),
+        "--producers",
+        str(args.producers),
+        "--duration",
+        str(args.duration),
+        "--json",
+        *extra,
     ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -101,7 +112,9 @@ class _DoNothingServer:
     def __enter__(self) -> _DoNothingServer:
         self.address = f"127.0.0.1:{free_port()}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "leaseq.bench.grpc_floor", "--serve", self.address], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-m", "leaseq.bench.grpc_floor", "--serve", self.address],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != "serving":
@@ -172,8 +185,10 @@ def _per_rpc(args: argparse.Namespace) -> None:
         nothing = measure(noop.process.pid, noop.address, keep_receipts=False)
 
     _print_when()
-    print(f"one client, {n} calls of each, batch {batch}, leaseq over {args.store}:"
-          " the server's CPU per call, µs")
+    print(
+        f"one client, {n} calls of each, batch {batch}, leaseq over {args.store}:"
+        " the server's CPU per call, µs"
+    )
     print(f"{'RPC':<16}{'leaseq':>10}{'do-nothing':>12}{'leaseq adds':>13}{'per message':>13}")
     for method, cost in leaseq.items():
         extra = cost - nothing[method]
@@ -189,7 +204,8 @@ def main() -> None:
     parser.add_argument("--per-rpc", action="store_true", help="split one call of each hot RPC")
     parser.add_argument("--store", choices=("sqlite", "memory", "postgres"), default="sqlite")
     parser.add_argument(
-        "--dsn", default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN),
+        "--dsn",
+        default=os.environ.get("LEASEQ_BENCH_DSN", DEFAULT_DSN),
         help="--store postgres: the database that gets a fresh schema (as leaseq bench's --dsn)",
     )
     parser.add_argument("--calls", type=int, default=1000, help="--per-rpc: calls of each RPC")
@@ -211,15 +227,23 @@ def main() -> None:
     raw_wall_us = 1e6 / raw["msgs_per_s"]
     _print_when()
     print(f"send, batch {args.batch}, {args.producers} producers, {args.duration:g} s each")
-    print(f"do-nothing grpc.aio server: {noop['msgs_per_s']:,.0f} msgs/s, "
-          f"{grpc_us} us server CPU per message ({noop['server_cpu_percent']}% of a core)")
-    print(f"raw SQLite loop:            {raw['msgs_per_s']:,.0f} msgs/s, {raw_us} us CPU per message"
-          f" ({raw_wall_us:.2f} us wall)")
-    print(f"ceiling, fsync waited for on the loop: {raw_wall_us / (raw_wall_us + grpc_us):.2f}x; "
-          f"fsync overlapped: {raw_wall_us / max(raw_wall_us, raw_us + grpc_us):.2f}x")
-    print(f"leaseq serve (SQLite):      {real['msgs_per_s']:,.0f} msgs/s, "
-          f"{real['server_cpu_us_per_msg']} us per message; raw loop beside it "
-          f"{real['baseline_msgs_per_s']:,.0f}: {real['baseline_ratio']:.2f}x")
+    print(
+        f"do-nothing grpc.aio server: {noop['msgs_per_s']:,.0f} msgs/s, "
+        f"{grpc_us} us server CPU per message ({noop['server_cpu_percent']}% of a core)"
+    )
+    print(
+        f"raw SQLite loop:            {raw['msgs_per_s']:,.0f} msgs/s, {raw_us} us CPU per message"
+        f" ({raw_wall_us:.2f} us wall)"
+    )
+    print(
+        f"ceiling, fsync waited for on the loop: {raw_wall_us / (raw_wall_us + grpc_us):.2f}x; "
+        f"fsync overlapped: {raw_wall_us / max(raw_wall_us, raw_us + grpc_us):.2f}x"
+    )
+    print(
+        f"leaseq serve (SQLite):      {real['msgs_per_s']:,.0f} msgs/s, "
+        f"{real['server_cpu_us_per_msg']} us per message; raw loop beside it "
+        f"{real['baseline_msgs_per_s']:,.0f}: {real['baseline_ratio']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -98,9 +98,21 @@ class ServerProcess:
             self.target = f"127.0.0.1:{port}"
             with open(self.log_path, "ab") as log:
                 self.process = subprocess.Popen(
-                    [sys.executable, "-m", "leaseq.cli", "serve", "--store", self.store_url,
-                     "--listen", self.target, "--log-level", "warning", "--log-format", "text",
-                     *self.extra_args],
+                    [
+                        sys.executable,
+                        "-m",
+                        "leaseq.cli",
+                        "serve",
+                        "--store",
+                        self.store_url,
+                        "--listen",
+                        self.target,
+                        "--log-level",
+                        "warning",
+                        "--log-format",
+                        "text",
+                        *self.extra_args,
+                    ],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,

@@ -76,17 +76,31 @@ def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
         for column in ("latency", "samples", "p50 ms", "p90 ms", "p99 ms", "max ms"):
             table.add_column(column, justify="right" if column != "latency" else "left")
         for result in results:
-            for kind, label in (("wake", "send -> waiting long poll"),
-                                ("send", "  of which: the send's round trip"),
-                                ("expiry", "lease expiry -> redelivery")):
+            for kind, label in (
+                ("wake", "send -> waiting long poll"),
+                ("send", "  of which: the send's round trip"),
+                ("expiry", "lease expiry -> redelivery"),
+            ):
                 lat = result.latency.get(kind)
                 if lat is None:
                     continue
-                table.add_row(label, str(lat.count), _ms(lat.p50_ms), _ms(lat.p90_ms),
-                              _ms(lat.p99_ms), _ms(lat.max_ms))
+                table.add_row(
+                    label,
+                    str(lat.count),
+                    _ms(lat.p50_ms),
+                    _ms(lat.p90_ms),
+                    _ms(lat.p99_ms),
+                    _ms(lat.max_ms),
+                )
     elif scenario == "idle":
-        for column in ("streams", "client procs", "server CPU % of a core", "client CPU %",
-                       "streams live", "fan-out ms"):
+        for column in (
+            "streams",
+            "client procs",
+            "server CPU % of a core",
+            "client CPU %",
+            "streams live",
+            "fan-out ms",
+        ):
             table.add_column(column, justify="right")
         for result in results:
             table.add_row(
@@ -120,15 +134,24 @@ def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
                 who = f"{s['producers']}/{s['consumers']}"
             else:
                 who = f"-/{s['consumers']}"
-            row = [f"{s['batch']:,}", who, _rate(result.msgs_per_s), _ms(result.p50_ms),
-                   _ms(result.p99_ms)]
+            row = [
+                f"{s['batch']:,}",
+                who,
+                _rate(result.msgs_per_s),
+                _ms(result.p50_ms),
+                _ms(result.p99_ms),
+            ]
             if in_process:
-                row += [_rate(result.in_process_msgs_per_s),
-                        "-" if result.ratio is None else f"{result.ratio:.2f}x"]
+                row += [
+                    _rate(result.in_process_msgs_per_s),
+                    "-" if result.ratio is None else f"{result.ratio:.2f}x",
+                ]
             if baseline:
-                row += [_rate(result.baseline_msgs_per_s),
-                        "-" if result.baseline_ratio is None else f"{result.baseline_ratio:.2f}x",
-                        _ms(result.baseline_cpu_us_per_msg)]
+                row += [
+                    _rate(result.baseline_msgs_per_s),
+                    "-" if result.baseline_ratio is None else f"{result.baseline_ratio:.2f}x",
+                    _ms(result.baseline_cpu_us_per_msg),
+                ]
             row += [_ms(result.server_cpu_percent), _ms(result.server_cpu_us_per_msg)]
             if database:
                 row += [_ms(result.database_cpu_percent), _ms(result.database_cpu_us_per_msg)]
@@ -141,11 +164,15 @@ def print_table(results: list[RunResult], stream: TextIO | None = None) -> None:
         if result.extra.get("backlog_exhausted"):
             console.print("the backlog ran out before the end: the window ends at the last delete")
         if result.extra.get("stats_p50_ms") is not None:
-            console.print(f"batch {result.settings['batch']}: GetQueueStats on the queue after "
-                          f"the run: p50 {result.extra['stats_p50_ms']:,.2f} ms")
+            console.print(
+                f"batch {result.settings['batch']}: GetQueueStats on the queue after "
+                f"the run: p50 {result.extra['stats_p50_ms']:,.2f} ms"
+            )
         if result.extra.get("send_msgs_per_s") is not None:
-            console.print(f"batch {result.settings['batch']}: producers sent "
-                          f"{result.extra['send_msgs_per_s']:,.0f} msgs/s")
+            console.print(
+                f"batch {result.settings['batch']}: producers sent "
+                f"{result.extra['send_msgs_per_s']:,.0f} msgs/s"
+            )
 
 
 def to_json(results: list[RunResult]) -> dict[str, Any]:
@@ -181,14 +208,20 @@ def plot(results: list[RunResult], path: str) -> None:
     figure, axes = plt.subplots(figsize=(7, 4.5))
     axes.plot(batches, [r.msgs_per_s for r in results], marker="o", label="gRPC")
     if any(r.in_process_msgs_per_s is not None for r in results):
-        axes.plot(batches, [r.in_process_msgs_per_s or 0 for r in results], marker="s",
-                  linestyle="--", label="in-process (store only)")
+        axes.plot(
+            batches,
+            [r.in_process_msgs_per_s or 0 for r in results],
+            marker="s",
+            linestyle="--",
+            label="in-process (store only)",
+        )
     first = results[0].settings
     axes.set_xscale("log")
     axes.set_xlabel("batch size")
     axes.set_ylabel("messages / s")
-    axes.set_title(f"leaseq bench {first['scenario']} ({first['store']}, "
-                   f"{first['body_bytes']} B bodies)")
+    axes.set_title(
+        f"leaseq bench {first['scenario']} ({first['store']}, {first['body_bytes']} B bodies)"
+    )
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()

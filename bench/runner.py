@@ -46,8 +46,10 @@ def run(settings: Settings, bar: ProgressBar) -> list[RunResult]:
         kind, dsn = in_process_store(settings)
         for result in results:
             batch = result.settings["batch"]
-            with store_for(kind, dsn, prefix="bench_inproc") as url, \
-                    bar.run(f"in-process batch {batch}", total) as progress:
+            with (
+                store_for(kind, dsn, prefix="bench_inproc") as url,
+                bar.run(f"in-process batch {batch}", total) as progress,
+            ):
                 figures = run_in_process(settings, batch, url, progress)
             result.in_process_msgs_per_s = figures["msgs_per_s"]
             result.in_process_p50_ms = figures["p50_ms"]
@@ -62,7 +64,10 @@ def run(settings: Settings, bar: ProgressBar) -> list[RunResult]:
             batch = result.settings["batch"]
             with bar.run(f"raw SQLite loop batch {batch}", total) as progress:
                 figures = run_baseline(
-                    settings.scenario, batch, settings.duration, settings.body_bytes,
+                    settings.scenario,
+                    batch,
+                    settings.duration,
+                    settings.body_bytes,
                     warmup=settings.warmup,
                 )
                 if progress is not None:

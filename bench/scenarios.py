@@ -44,9 +44,7 @@ class Admin:
         self.stub = pb_grpc.QueueServiceStub(self.channel)
 
     def create_queue(self, name: str, body_bytes: int) -> None:
-        config = pb.QueueConfig(
-            max_in_flight=10_000_000, max_message_bytes=max(1024, body_bytes)
-        )
+        config = pb.QueueConfig(max_in_flight=10_000_000, max_message_bytes=max(1024, body_bytes))
         self.stub.CreateQueue(pb.CreateQueueRequest(name=name, config=config), timeout=60)
 
     def fill(self, name: str, count: int, body_bytes: int, progress: Progress | None) -> None:
@@ -102,6 +100,7 @@ def run_grpc(
         after_end = None
         sent_at: list[float] = []
         if settings.scenario == "idle":
+
             def after_end(window: Window) -> None:  # one message per stream: all live?
                 sent_at.append(time.monotonic())
                 admin.send_each(queue, settings.streams)
@@ -111,7 +110,12 @@ def run_grpc(
             label += f" batch {batch}"
         with bar.run(label, settings.warmup + settings.duration) as progress:
             outcome = run_workers(
-                jobs, settings.warmup, settings.duration, server_pid, progress, after_end,
+                jobs,
+                settings.warmup,
+                settings.duration,
+                server_pid,
+                progress,
+                after_end,
                 interval=settings.interval if settings.scenario in ("send", "cycle") else 0.0,
                 database_meter=database_meter,
             )
@@ -170,8 +174,7 @@ def _jobs(settings: Settings, batch: int, target: str, queue: str) -> list[Job]:
     processes = max(1, min(settings.consumers, settings.streams))
     share, extra = divmod(settings.streams, processes)
     return [
-        Job("idle", i, streams=share + (1 if i < extra else 0), **common)
-        for i in range(processes)
+        Job("idle", i, streams=share + (1 if i < extra else 0), **common) for i in range(processes)
     ]
 
 
@@ -237,7 +240,8 @@ def _intervals(
     else every worker's messages), with the interval's end in seconds since the window began;
     in split mode also the producers' send_msgs_per_s."""
     counting = [
-        i for i, job in enumerate(jobs)
+        i
+        for i, job in enumerate(jobs)
         if not (settings.scenario == "cycle" and settings.split) or job.kind == "consume"
     ]
     sending = [i for i, job in enumerate(jobs) if job.kind == "produce"]
@@ -259,7 +263,9 @@ def _main_operation(settings: Settings) -> str | None:
     return MAIN_OPERATION[settings.scenario]
 
 
-def _check(settings: Settings, stats: pb.QueueStats, reports: list[dict[str, Any]]) -> dict[str, Any]:
+def _check(
+    settings: Settings, stats: pb.QueueStats, reports: list[dict[str, Any]]
+) -> dict[str, Any]:
     """What the workers say they did against what the queue holds now."""
     sent = sum(r.get("sent", 0) for r in reports) + (
         settings.backlog if settings.scenario == "cycle" else 0
@@ -276,8 +282,13 @@ def _check(settings: Settings, stats: pb.QueueStats, reports: list[dict[str, Any
         received = sum(r["received"] for r in reports)
         with_one = sum(r["streams_with_one"] for r in reports)
         alive = sum(r["alive_at_end"] for r in reports)
-        check.update(sent=settings.streams, streams=streams, alive_at_end=alive,
-                     received=received, streams_with_one=with_one)
+        check.update(
+            sent=settings.streams,
+            streams=streams,
+            alive_at_end=alive,
+            received=received,
+            streams_with_one=with_one,
+        )
         check["ok"] = streams == alive == with_one == received == settings.streams
         return check
     # Every message sent was deleted (as many times as the workers deleted, no more, no less)

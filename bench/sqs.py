@@ -23,13 +23,19 @@ from leaseq.bench.cpu import CpuMeter
 from leaseq.bench.launcher import free_port, running_server, store_for
 
 
-def _sqs_cycle(endpoint: str, batch: int, body: str) -> tuple[Callable[[], int], Callable[[], None]]:
+def _sqs_cycle(
+    endpoint: str, batch: int, body: str
+) -> tuple[Callable[[], int], Callable[[], None]]:
     import boto3
     from botocore.config import Config
 
     client = boto3.client(
-        "sqs", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench",
-        aws_secret_access_key="bench", config=Config(retries={"max_attempts": 1}),
+        "sqs",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",
+        config=Config(retries={"max_attempts": 1}),
     )
     url = client.create_queue(QueueName=f"bench-sqs-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     entries = [{"Id": str(i), "MessageBody": body} for i in range(batch)]
@@ -44,7 +50,9 @@ def _sqs_cycle(endpoint: str, batch: int, body: str) -> tuple[Callable[[], int],
             got += reply.get("Messages", [])
         client.delete_message_batch(
             QueueUrl=url,
-            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)],
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)
+            ],
         )
         return len(got)
 
@@ -98,7 +106,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", default="sqlite")
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--batch", type=int, default=10, help="messages per cycle (SQS: at most 10)")
+    parser.add_argument(
+        "--batch", type=int, default=10, help="messages per cycle (SQS: at most 10)"
+    )
     parser.add_argument("--body-bytes", type=int, default=100)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
@@ -107,9 +117,10 @@ def main() -> None:
         parser.error("--batch is 1..10 (an SQS batch holds at most 10 entries)")
     body = "x" * args.body_bytes
     port = free_port()
-    with store_for(args.store, args.dsn, "benchsqs") as url, running_server(
-        url, ("--sqs-listen", f"127.0.0.1:{port}")
-    ) as server:
+    with (
+        store_for(args.store, args.dsn, "benchsqs") as url,
+        running_server(url, ("--sqs-listen", f"127.0.0.1:{port}")) as server,
+    ):
         rows = []
         for name, make in (
             ("SQS (boto3)", lambda: _sqs_cycle(f"http://127.0.0.1:{port}", args.batch, body)),
@@ -120,12 +131,18 @@ def main() -> None:
                 rows.append((name, _measure(cycle, server.pid, args.warmup, args.duration)))
             finally:
                 close()
-    print(f"store {args.store}, batch {args.batch}, {args.body_bytes} B bodies, "
-          f"{args.duration:g} s each, one client")
-    print(f"{'dialect':<22} {'msgs/s':>9} {'cycle p50':>10} {'cycle p99':>10} {'server CPU/msg':>15}")
+    print(
+        f"store {args.store}, batch {args.batch}, {args.body_bytes} B bodies, "
+        f"{args.duration:g} s each, one client"
+    )
+    print(
+        f"{'dialect':<22} {'msgs/s':>9} {'cycle p50':>10} {'cycle p99':>10} {'server CPU/msg':>15}"
+    )
     for name, r in rows:
-        print(f"{name:<22} {r['msgs_per_s']:>9,.0f} {r['p50_ms']:>8.2f}ms {r['p99_ms']:>8.2f}ms "
-              f"{r['server_cpu_us_per_msg']:>12,.0f} us")
+        print(
+            f"{name:<22} {r['msgs_per_s']:>9,.0f} {r['p50_ms']:>8.2f}ms {r['p99_ms']:>8.2f}ms "
+            f"{r['server_cpu_us_per_msg']:>12,.0f} us"
+        )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,9 @@ async def _receivers(target: str, count: int, kind: str, ready) -> None:
 
     async def poll(stub) -> None:
         request = pb.GetMessagesRequest(
-            queue=QUEUE, max_messages=10, wait_time=Duration(seconds=20),
+            queue=QUEUE,
+            max_messages=10,
+            wait_time=Duration(seconds=20),
             visibility_timeout=Duration(seconds=60),
         )
         while True:
@@ -130,8 +132,12 @@ def _run(target: str, pid: int, waiters: int, kind: str, sends: int, batch: int)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", default="sqlite", help="sqlite, memory, postgres or a URL")
-    parser.add_argument("--dsn", default=os.environ.get(
-        "LEASEQ_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"))
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get(
+            "LEASEQ_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+    )
     parser.add_argument("--waiters", type=int, nargs="+", default=[0, 1000, 5000])
     parser.add_argument("--kind", choices=["follow", "poll"], default="follow")
     parser.add_argument("--sends", type=int, default=200)
@@ -139,10 +145,15 @@ def main() -> None:
     args = parser.parse_args()
     for waiters in args.waiters:
         # A fresh server per run: nothing left over from the previous one's receivers.
-        with store_for(args.store, args.dsn, prefix="wakeups") as url, running_server(url) as server:
+        with (
+            store_for(args.store, args.dsn, prefix="wakeups") as url,
+            running_server(url) as server,
+        ):
             assert server.pid is not None
-            print(_run(server.target, server.pid, waiters, args.kind, args.sends, args.batch),
-                  flush=True)
+            print(
+                _run(server.target, server.pid, waiters, args.kind, args.sends, args.batch),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

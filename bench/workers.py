@@ -233,8 +233,13 @@ def _run_consume(job: Job, results, start, timing, progress) -> dict[str, Any]:
     cpu = time.process_time() - cpu0 if cpu0 is not None else 0.0
     channel.close()
     return _result(
-        {"receive_delete": lat}, cpu, received=received, deleted=deleted, counted=counted,
-        exhausted=exhausted, last_done=last_done,
+        {"receive_delete": lat},
+        cpu,
+        received=received,
+        deleted=deleted,
+        counted=counted,
+        exhausted=exhausted,
+        last_done=last_done,
     )
 
 
@@ -276,7 +281,9 @@ def _run_wake_sender(job: Job, results, start, timing, progress) -> dict[str, An
             time.sleep(WAKE_GAP)
             t0 = time.monotonic()
             body = struct.pack(">d", t0) + pad
-            stub.SendMessages(pb.SendMessagesRequest(queue=job.queue, entries=[pb.SendEntry(body=body)]))
+            stub.SendMessages(
+                pb.SendMessagesRequest(queue=job.queue, entries=[pb.SendEntry(body=body)])
+            )
             t1 = time.monotonic()
             arrived_mono, _arrived_wall = conn.recv()
             if t0 >= begin:
@@ -298,8 +305,13 @@ def _run_wake_sender(job: Job, results, start, timing, progress) -> dict[str, An
         progress[job.index] = rounds
     conn.send("stop")
     channel.close()
-    return _result({"wake": wake, "expiry": expiry, "send": send}, 0.0, sent=rounds, deleted=rounds,
-                   counted=len(wake) + len(expiry))
+    return _result(
+        {"wake": wake, "expiry": expiry, "send": send},
+        0.0,
+        sent=rounds,
+        deleted=rounds,
+        counted=len(wake) + len(expiry),
+    )
 
 
 def _run_wake_waiter(job: Job, results, start, timing, progress) -> dict[str, Any]:
@@ -320,7 +332,9 @@ def _run_wake_waiter(job: Job, results, start, timing, progress) -> dict[str, An
             messages.extend(reply.messages)
         if len(messages) != 1:
             raise RuntimeError(f"wake: the long poll ended with {len(messages)} messages")
-        stub.DeleteMessages(pb.DeleteMessagesRequest(queue=job.queue, receipts=[messages[0].receipt]))
+        stub.DeleteMessages(
+            pb.DeleteMessagesRequest(queue=job.queue, receipts=[messages[0].receipt])
+        )
         deleted += 1
         conn.send(arrived)
     channel.close()

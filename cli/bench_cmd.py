@@ -21,7 +21,7 @@ BATCH_HELP = (
 
 
 class BatchList(click.ParamType):  # type: ignore[type-arg]
-    """"100", or "1,10,100": batch sizes, each 1..10,000."""
+    """ "100", or "1,10,100": batch sizes, each 1..10,000."""
 
     name = "N[,N...]"
 
@@ -86,7 +86,9 @@ def _store(value: str) -> str:
     default=None,
     help="With --target: the server's process id, for its CPU figures (this machine only).",
 )
-@click.option("batches", "--batch", type=BatchList(), multiple=True, help=BATCH_HELP + "  [default: 100]")
+@click.option(
+    "batches", "--batch", type=BatchList(), multiple=True, help=BATCH_HELP + "  [default: 100]"
+)
 @click.option(
     "--body-bytes",
     type=click.IntRange(0, 8 * 1024 * 1024),

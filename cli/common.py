@@ -57,16 +57,47 @@ class InputError(click.ClickException):
 
 # (parameter name, option, flag?, environment variable, metavar, help) of the connection options.
 _CONNECTION: list[tuple[str, str, bool, str | None, str | None, str]] = [
-    ("target", "--target", False, "LEASEQ_TARGET", "HOST:PORT",
-     f"The server to talk to (a HOST alone: port 50051)  [default: {DEFAULT_TARGET}]"),
+    (
+        "target",
+        "--target",
+        False,
+        "LEASEQ_TARGET",
+        "HOST:PORT",
+        f"The server to talk to (a HOST alone: port 50051)  [default: {DEFAULT_TARGET}]",
+    ),
     ("token", "--token", False, "LEASEQ_TOKEN", None, "Bearer token"),
-    ("tls", "--tls", True, "LEASEQ_TLS", None, "Use TLS (trusting the system's CAs unless --tls-ca)."),
-    ("tls_ca", "--tls-ca", False, "LEASEQ_TLS_CA", "FILE",
-     "CA (PEM) to trust for the server's certificate; implies --tls."),
-    ("tls_client_cert", "--tls-client-cert", False, "LEASEQ_TLS_CLIENT_CERT", "FILE",
-     "Client certificate (PEM) for mutual TLS; implies --tls."),
-    ("tls_client_key", "--tls-client-key", False, "LEASEQ_TLS_CLIENT_KEY", "FILE",
-     "Key (PEM) of --tls-client-cert."),
+    (
+        "tls",
+        "--tls",
+        True,
+        "LEASEQ_TLS",
+        None,
+        "Use TLS (trusting the system's CAs unless --tls-ca).",
+    ),
+    (
+        "tls_ca",
+        "--tls-ca",
+        False,
+        "LEASEQ_TLS_CA",
+        "FILE",
+        "CA (PEM) to trust for the server's certificate; implies --tls.",
+    ),
+    (
+        "tls_client_cert",
+        "--tls-client-cert",
+        False,
+        "LEASEQ_TLS_CLIENT_CERT",
+        "FILE",
+        "Client certificate (PEM) for mutual TLS; implies --tls.",
+    ),
+    (
+        "tls_client_key",
+        "--tls-client-key",
+        False,
+        "LEASEQ_TLS_CLIENT_KEY",
+        "FILE",
+        "Key (PEM) of --tls-client-cert.",
+    ),
     ("as_json", "--json", True, None, None, "Print one JSON document."),
 ]
 CONNECTION_PARAMS = [name for name, *_ in _CONNECTION]
@@ -76,8 +107,14 @@ def group_client_options(func: F) -> F:
     """The connection options and --json on the ``leaseq`` group, read from the environment too."""
     for name, option, flag, envvar, metavar, help_ in reversed(_CONNECTION):
         func = click.option(
-            name, option, is_flag=flag, default=False if flag else None, envvar=envvar,
-            show_envvar=envvar is not None, metavar=metavar, help=help_,
+            name,
+            option,
+            is_flag=flag,
+            default=False if flag else None,
+            envvar=envvar,
+            show_envvar=envvar is not None,
+            metavar=metavar,
+            help=help_,
         )(func)
     return func
 
@@ -145,7 +182,11 @@ def client_options(func: F) -> F:
         if envvar:
             help_ += f" (env {envvar})"
         wrapper = click.option(
-            name, option, is_flag=flag, default=False if flag else None, metavar=metavar,
+            name,
+            option,
+            is_flag=flag,
+            default=False if flag else None,
+            metavar=metavar,
             help=help_,
         )(wrapper)
     return wrapper  # type: ignore[return-value]

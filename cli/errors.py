@@ -17,20 +17,32 @@ from leaseq.client import LeaseqError
 # messages for a channel that never connected; a server's own UNAVAILABLE (draining, store down)
 # has none of them and is shown as it is.
 _CONNECT_FAILURES: list[tuple[str, str]] = [
-    ("Connection refused",
-     "no leaseq server answers at {target} (connection refused): is leaseq serve running?"),
-    ("WRONG_VERSION_NUMBER",
-     "{target} does not speak TLS (the TLS handshake failed): drop --tls/--tls-ca for a "
-     "plaintext server"),
-    ("CERTIFICATE_VERIFY_FAILED",
-     "the TLS certificate of {target} is not trusted ({why}): give its CA with --tls-ca"),
-    ("not in peer certificate",
-     "the TLS certificate of {target} does not name that host: connect by a name it has"),
+    (
+        "Connection refused",
+        "no leaseq server answers at {target} (connection refused): is leaseq serve running?",
+    ),
+    (
+        "WRONG_VERSION_NUMBER",
+        "{target} does not speak TLS (the TLS handshake failed): drop --tls/--tls-ca for a "
+        "plaintext server",
+    ),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "the TLS certificate of {target} is not trusted ({why}): give its CA with --tls-ca",
+    ),
+    (
+        "not in peer certificate",
+        "the TLS certificate of {target} does not name that host: connect by a name it has",
+    ),
     ("Tls handshake failed", "the TLS handshake with {target} failed ({why})"),
-    ("Socket closed",
-     "{target} closed the connection at once: if the server uses TLS, add --tls (and --tls-ca)"),
-    ("Connection reset",
-     "{target} closed the connection at once: if the server uses TLS, add --tls (and --tls-ca)"),
+    (
+        "Socket closed",
+        "{target} closed the connection at once: if the server uses TLS, add --tls (and --tls-ca)",
+    ),
+    (
+        "Connection reset",
+        "{target} closed the connection at once: if the server uses TLS, add --tls (and --tls-ca)",
+    ),
     ("Timeout occurred", "no answer from {target} (connection timed out)"),
     ("timed out", "no answer from {target} (connection timed out)"),
     ("No route to host", "no route to {target}"),
@@ -40,8 +52,12 @@ _CONNECT_FAILURES: list[tuple[str, str]] = [
 ]
 
 # Why a TLS verification failed, in OpenSSL's words, e.g. "unable to get local issuer certificate".
-_VERIFY_REASONS = ("unable to get local issuer certificate", "self signed certificate",
-                   "self-signed certificate", "certificate has expired")
+_VERIFY_REASONS = (
+    "unable to get local issuer certificate",
+    "self signed certificate",
+    "self-signed certificate",
+    "certificate has expired",
+)
 
 
 def describe(error: LeaseqError, target: str | None) -> str:

@@ -81,7 +81,10 @@ def ack(queue: str, receipts: tuple[str, ...], client_args: dict[str, Any], as_j
 @click.argument("queue")
 @click.argument("receipts", nargs=-1, metavar="[RECEIPT]...")
 @click.option(
-    "--delay", type=DURATION, default=0, show_default=True,
+    "--delay",
+    type=DURATION,
+    default=0,
+    show_default=True,
     help="Visible again after this long (until then the message stays leased).",
 )
 @click.option("--reason", default="", help="Kept as the messages' last_error.")
@@ -102,15 +105,26 @@ def release(
     def apply(client: QueueClient, chunk: list[str]) -> Sequence[LeaseResult]:
         return client.change_visibility(queue, [VisibilityChange(r, delay, reason) for r in chunk])
 
-    _run("release", queue, receipts, client_args, as_json, apply, frozenset({LeaseStatus.OK}),
-         "released")
+    _run(
+        "release",
+        queue,
+        receipts,
+        client_args,
+        as_json,
+        apply,
+        frozenset({LeaseStatus.OK}),
+        "released",
+    )
 
 
 @click.command("extend", epilog=_RECEIPTS_HELP)
 @click.argument("queue")
 @click.argument("receipts", nargs=-1, metavar="[RECEIPT]...")
 @click.option(
-    "--by", "by", type=DURATION, required=True,
+    "--by",
+    "by",
+    type=DURATION,
+    required=True,
     help="The leases end this long from now (0s .. 7d), e.g. 60s, 5m.",
 )
 @client_options
@@ -129,5 +143,13 @@ def extend(
     def apply(client: QueueClient, chunk: list[str]) -> Sequence[LeaseResult]:
         return client.change_visibility(queue, [VisibilityChange(r, by) for r in chunk])
 
-    _run("extend", queue, receipts, client_args, as_json, apply, frozenset({LeaseStatus.OK}),
-         "extended")
+    _run(
+        "extend",
+        queue,
+        receipts,
+        client_args,
+        as_json,
+        apply,
+        frozenset({LeaseStatus.OK}),
+        "extended",
+    )

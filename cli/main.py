@@ -66,9 +66,11 @@ def cli(**connection: object) -> None:
     for param in ctx.command.params:
         if param.name in connection and ctx.get_parameter_source(param.name) is COMMANDLINE:
             option = param.opts[0]
-            where = f"; give it after the command (leaseq bench ... {option})" if (
-                command == "bench" and option in ("--target", "--json")
-            ) else ""
+            where = (
+                f"; give it after the command (leaseq bench ... {option})"
+                if (command == "bench" and option in ("--target", "--json"))
+                else ""
+            )
             raise click.UsageError(
                 f"{option} is an option of the client commands: `leaseq {command}` does not"
                 f" read it{where}"

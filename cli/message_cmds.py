@@ -146,7 +146,11 @@ def _print_send_results(results: list[SendResult], as_json: bool) -> None:
 @click.command("receive")
 @click.argument("queue")
 @click.option(
-    "max_messages", "--max", type=BATCH_SIZE, default=1, show_default=True,
+    "max_messages",
+    "--max",
+    type=BATCH_SIZE,
+    default=1,
+    show_default=True,
     help="Most messages to lease (1 .. 10,000).",
 )
 @click.option("--visibility", type=DURATION, default=None, help="Lease length [queue's].")
@@ -204,7 +208,11 @@ def receive(
 @click.command("peek")
 @click.argument("queue")
 @click.option(
-    "max_messages", "--max", type=BATCH_SIZE, default=10, show_default=True,
+    "max_messages",
+    "--max",
+    type=BATCH_SIZE,
+    default=10,
+    show_default=True,
     help="Most messages to show (1 .. 10,000).",
 )
 @click.option("--include-leased", is_flag=True, help="Also list leased messages.")
@@ -239,7 +247,10 @@ def peek(
 @click.argument("queue")
 @click.option("--destination", default=None, help="Target queue [each message's source].")
 @click.option(
-    "max_messages", "--max", type=click.IntRange(min=0), default=0,
+    "max_messages",
+    "--max",
+    type=click.IntRange(min=0),
+    default=0,
     help="Most messages to move (0: all).",
 )
 @click.option("--channel", default=None, help="An exact channel, or a prefix ending in '*'.")

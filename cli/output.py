@@ -129,13 +129,15 @@ def print_queues(queues: Sequence[Queue]) -> None:
         dlq = q.config.dead_letter_queue or ""
         if dlq and q.config.max_delivery_count:
             dlq += f" (after {q.config.max_delivery_count})"
-        rows.append((
-            q.name,
-            seconds_text(q.config.visibility_timeout),
-            seconds_text(q.config.message_retention),
-            dlq,
-            when_text(q.create_time),
-        ))
+        rows.append(
+            (
+                q.name,
+                seconds_text(q.config.visibility_timeout),
+                seconds_text(q.config.message_retention),
+                dlq,
+                when_text(q.create_time),
+            )
+        )
     # A time split over two lines at 80 columns (what a pipe gets) reads as two values: times
     # and durations never wrap. Names are what people copy: they keep their width, and fold
     # (never cut) only when they cannot fit. The dead letter queue folds into what is left.

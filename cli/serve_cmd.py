@@ -19,6 +19,7 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 
 log = logging.getLogger("leaseq.cli")
 
+
 class ListenType(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.2
     """HOST:PORT, checked at once (server.addresses.parse_listen): no port, or one outside
     0..65535, is a usage error. The value stays the text; the server parses it again."""
@@ -305,19 +306,34 @@ def serve(
         )
     if sqs_listen:
         _check_sqs_listen(sqs_listen, security, allow_unauthenticated)
-    if azure_listen and security.policy is None and not allow_unauthenticated and not is_loopback(azure_listen):
+    if (
+        azure_listen
+        and security.policy is None
+        and not allow_unauthenticated
+        and not is_loopback(azure_listen)
+    ):
         # Without a policy the Azure endpoint takes the development account's published key.
         raise click.UsageError(
             f"--azure-listen {azure_listen} is not a loopback address and there is no --auth-policy "
             "(azure_keys): pass --allow-unauthenticated to serve it anyway"
         )
-    if oci_listen and security.policy is None and not allow_unauthenticated and not is_loopback(oci_listen):
+    if (
+        oci_listen
+        and security.policy is None
+        and not allow_unauthenticated
+        and not is_loopback(oci_listen)
+    ):
         # Without a policy the OCI endpoint takes any well-formed signature.
         raise click.UsageError(
             f"--oci-listen {oci_listen} is not a loopback address and there is no --auth-policy "
             "(oci_keys): pass --allow-unauthenticated to serve it anyway"
         )
-    if console_listen and security.policy is None and not allow_unauthenticated and not is_loopback(console_listen):
+    if (
+        console_listen
+        and security.policy is None
+        and not allow_unauthenticated
+        and not is_loopback(console_listen)
+    ):
         raise click.UsageError(
             f"--console-listen {console_listen} is not a loopback address and there is no "
             "--auth-policy (tokens to sign in with): pass --allow-unauthenticated to serve it anyway"
@@ -328,7 +344,12 @@ def serve(
         ("--oci-listen", oci_listen),
         ("--console-listen", console_listen),
     ):
-        if address and security.tls is None and not allow_unauthenticated and not is_loopback(address):
+        if (
+            address
+            and security.tls is None
+            and not allow_unauthenticated
+            and not is_loopback(address)
+        ):
             # Signed requests (replayable) and console tokens would cross the network in clear.
             raise click.UsageError(
                 f"{flag} {address} is not a loopback address and there is no TLS (--tls-cert, "
@@ -418,7 +439,9 @@ def _http_limits(
 ) -> Any:
     from leaseq.server.frontends.http_limits import HttpLimits
 
-    names = tuple(name.strip().lower().rstrip(".") for name in allowed_hosts.split(",") if name.strip())
+    names = tuple(
+        name.strip().lower().rstrip(".") for name in allowed_hosts.split(",") if name.strip()
+    )
     try:
         return HttpLimits(
             max_connections=max_connections,
@@ -459,7 +482,9 @@ def _security(
 
         from leaseq.server.tls import check_files
 
-        tls = TLSFiles(Path(tls_cert), Path(tls_key), Path(tls_client_ca) if tls_client_ca else None)
+        tls = TLSFiles(
+            Path(tls_cert), Path(tls_key), Path(tls_client_ca) if tls_client_ca else None
+        )
         try:
             check_files(tls)
         except ValueError as e:

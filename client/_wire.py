@@ -213,8 +213,7 @@ def from_stats(stats: pb.QueueStats) -> QueueStats:
         expired_total=stats.expired_total,
         deleted_total=stats.deleted_total,
         channels=tuple(
-            ChannelStats(c.channel, c.visible, c.leased, c.delayed, c.total)
-            for c in stats.channels
+            ChannelStats(c.channel, c.visible, c.leased, c.delayed, c.total) for c in stats.channels
         ),
     )
 
@@ -228,9 +227,7 @@ def to_attributes(attributes: Mapping[str, str], where: str) -> dict[str, str]:
         if not isinstance(key, str):
             raise TypeError(f"{where}: keys must be str, got {type(key).__name__} {key!r}")
         if not isinstance(value, str):
-            raise TypeError(
-                f"{where}: values must be str, got {type(value).__name__} for {key!r}"
-            )
+            raise TypeError(f"{where}: values must be str, got {type(value).__name__} for {key!r}")
     return dict(attributes)
 
 

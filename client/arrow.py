@@ -171,8 +171,12 @@ def _result_ids(column: pa.ChunkedArray | None, rows: int) -> pa.Array:
     return pc.if_else(pc.is_valid(values), values, positions)
 
 
-_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
-               pa.types.is_large_binary)
+_TEXT_TYPES = (
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_binary,
+    pa.types.is_large_binary,
+)
 
 
 def _is_text(column: pa.ChunkedArray) -> bool:

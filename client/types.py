@@ -318,9 +318,7 @@ class DeleteResults:
     def ok(self) -> bool:
         """True when every receipt's message is gone because of this call or an earlier one
         with the same receipt (OK or ALREADY_DELETED, so a retried ack counts as success)."""
-        return all(
-            r.status in (LeaseStatus.OK, LeaseStatus.ALREADY_DELETED) for r in self.results
-        )
+        return all(r.status in (LeaseStatus.OK, LeaseStatus.ALREADY_DELETED) for r in self.results)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ def local_spark(app_name: str, **conf: str) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master("local[2]").appName(app_name)
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
         .config("spark.driver.memory", "2g")

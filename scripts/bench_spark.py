@@ -39,13 +39,24 @@ def main() -> None:
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--partitions", type=int, default=2, help="consumer tasks")
     parser.add_argument("--batch-size", type=int, default=10_000)
-    parser.add_argument("--receive-ahead", type=int, default=None,
-                        help="consume_process_ack's receive_ahead (default: its own)")
-    parser.add_argument("--acks-in-flight", type=int, default=None,
-                        help="consume_process_ack's acks_in_flight (default: its own)")
-    parser.add_argument("--sequential-too", action="store_true",
-                        help="also consume a second write with receive_ahead=0, "
-                        "acks_in_flight=0 (the unpipelined loop), side by side in this run")
+    parser.add_argument(
+        "--receive-ahead",
+        type=int,
+        default=None,
+        help="consume_process_ack's receive_ahead (default: its own)",
+    )
+    parser.add_argument(
+        "--acks-in-flight",
+        type=int,
+        default=None,
+        help="consume_process_ack's acks_in_flight (default: its own)",
+    )
+    parser.add_argument(
+        "--sequential-too",
+        action="store_true",
+        help="also consume a second write with receive_ahead=0, "
+        "acks_in_flight=0 (the unpipelined loop), side by side in this run",
+    )
     args = parser.parse_args()
 
     # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
@@ -76,9 +87,11 @@ def main() -> None:
             client.create_queue("naive", visibility_timeout=120)
 
             # write_queue ---------------------------------------------------------------
-            df = spark.range(0, n, numPartitions=2).select(
-                F.rpad(F.col("id").cast("string"), 100, "x").alias("body")
-            ).cache()
+            df = (
+                spark.range(0, n, numPartitions=2)
+                .select(F.rpad(F.col("id").cast("string"), 100, "x").alias("body"))
+                .cache()
+            )
             df.count()  # materialise the input outside the timing
             t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
             written = write_queue(df, "bench", target=target)
@@ -92,18 +105,31 @@ def main() -> None:
             sink_dir = str(sink)
 
             def fn(table: pa.Table) -> None:
-                pq.write_table(table.select(["message_id", "body"]),
-                               f"{sink_dir}/{uuid.uuid4().hex}.parquet")
+                pq.write_table(
+                    table.select(["message_id", "body"]), f"{sink_dir}/{uuid.uuid4().hex}.parquet"
+                )
 
-            pipeline = {k: v for k, v in (("receive_ahead", args.receive_ahead),
-                                          ("acks_in_flight", args.acks_in_flight))
-                        if v is not None}
+            pipeline = {
+                k: v
+                for k, v in (
+                    ("receive_ahead", args.receive_ahead),
+                    ("acks_in_flight", args.acks_in_flight),
+                )
+                if v is not None
+            }
 
             def consume(**pipeline_settings: int) -> Any:
                 return consume_process_ack(
-                    spark, "bench", fn, target=target, num_partitions=args.partitions,
-                    batch_size=args.batch_size, visibility_timeout=120, wait_time=0.5,
-                    arrow=True, **pipeline_settings,
+                    spark,
+                    "bench",
+                    fn,
+                    target=target,
+                    num_partitions=args.partitions,
+                    batch_size=args.batch_size,
+                    visibility_timeout=120,
+                    wait_time=0.5,
+                    arrow=True,
+                    **pipeline_settings,
                 )
 
             t0, c0 = time.perf_counter(), cpu_by_role(server.process.pid)
@@ -151,24 +177,38 @@ def main() -> None:
     print(f"write_queue          {write_rate:>10,.0f} rows/s  ({write_s:.1f} s)")
     print(f"consume_process_ack  {consume_rate:>10,.0f} rows/s  ({consume_s:.1f} s, parquet sink)")
     if args.sequential_too:
-        print(f"  sequential (receive_ahead=0, acks_in_flight=0) {n / sequential_s:>10,.0f} rows/s"
-              f"  ({sequential_s:.1f} s): pipelined / sequential = {sequential_s / consume_s:.2f}x")
-    print(f"naive per-message    {naive_rate:>10,.0f} rows/s  ({sample:,} messages in {naive_s:.1f} s,"
-          " extrapolated as a rate)")
+        print(
+            f"  sequential (receive_ahead=0, acks_in_flight=0) {n / sequential_s:>10,.0f} rows/s"
+            f"  ({sequential_s:.1f} s): pipelined / sequential = {sequential_s / consume_s:.2f}x"
+        )
+    print(
+        f"naive per-message    {naive_rate:>10,.0f} rows/s  ({sample:,} messages in {naive_s:.1f} s,"
+        " extrapolated as a rate)"
+    )
     print(f"consume_process_ack / naive = {consume_rate / naive_rate:.1f}x")
-    phases = {k: sum(p[k] for p in consumed.per_partition)
-              for k in ("receive_seconds", "fn_seconds", "settle_seconds")}
-    print("  consume_process_ack's tasks spent (summed over tasks): "
-          + ", ".join(f"{k.removesuffix('_seconds')} {v:.1f} s" for k, v in phases.items()))
-    seconds = {"write_queue": (write_s, n), "consume_process_ack": (consume_s, n),
-               "naive": (naive_s, sample)}
+    phases = {
+        k: sum(p[k] for p in consumed.per_partition)
+        for k in ("receive_seconds", "fn_seconds", "settle_seconds")
+    }
+    print(
+        "  consume_process_ack's tasks spent (summed over tasks): "
+        + ", ".join(f"{k.removesuffix('_seconds')} {v:.1f} s" for k, v in phases.items())
+    )
+    seconds = {
+        "write_queue": (write_s, n),
+        "consume_process_ack": (consume_s, n),
+        "naive": (naive_s, sample),
+    }
     if args.sequential_too:
         seconds["consume sequential"] = (sequential_s, n)
     for name, roles in cpu.items():
         wall, rows = seconds[name]
-        print(f"  CPU during {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in roles.items())
-              + " (cores busy, average); per row: "
-              + ", ".join(f"{k} {v * wall / rows * 1e6:.1f} us" for k, v in roles.items()))
+        print(
+            f"  CPU during {name}: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in roles.items())
+            + " (cores busy, average); per row: "
+            + ", ".join(f"{k} {v * wall / rows * 1e6:.1f} us" for k, v in roles.items())
+        )
     print("load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

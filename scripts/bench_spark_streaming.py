@@ -57,11 +57,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _cpu import cpu_by_role, delta  # noqa: E402
 from _local_spark import local_spark  # noqa: E402  (scripts/ is on sys.path: the script's folder)
 
-MEASURES = ("source-parquet", "source-parquet-all-columns", "source-noop", "sink", "write_queue",
-            "consume_process_ack")
+MEASURES = (
+    "source-parquet",
+    "source-parquet-all-columns",
+    "source-noop",
+    "sink",
+    "write_queue",
+    "consume_process_ack",
+)
 SELECTED = "message_id string, body binary, delivery_count int"
-SPARK_PHASES = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit",
-                "commitOffsets")
+SPARK_PHASES = (
+    "latestOffset",
+    "queryPlanning",
+    "getBatch",
+    "addBatch",
+    "walCommit",
+    "commitOffsets",
+)
 _TASK_LINE = re.compile(
     r"leaseq stream \S+ of queue \S+: ([\d,]+) messages received in ([\d.]+) s .*receive "
     r"([\d.]+) s, arrow ([\d.]+) s, hand-over ([\d.]+) s"
@@ -72,14 +84,22 @@ def raw_cycle(seconds: float) -> float:
     """msgs/s of `python -m leaseq.bench.baseline cycle 1000 SECONDS` (a child process)."""
     out = subprocess.run(
         [sys.executable, "-m", "leaseq.bench.baseline", "cycle", "1000", f"{seconds:g}"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return float(out.split()[0])
 
 
 class Bench:
     def __init__(self, spark: Any, server: Any, client: Any, work: Path, args: Any) -> None:
-        self.spark, self.server, self.client, self.work, self.args = spark, server, client, work, args
+        self.spark, self.server, self.client, self.work, self.args = (
+            spark,
+            server,
+            client,
+            work,
+            args,
+        )
         self.runs = 0
         self.input_dir: Path | None = None
 
@@ -102,9 +122,11 @@ class Bench:
 
         if self.input_dir is None:
             self.input_dir = self.work / f"input-{n}"
-            (self.spark.range(0, n, numPartitions=2)
-             .select(F.rpad(F.col("id").cast("string"), 100, "x").cast("binary").alias("body"))
-             .write.parquet(str(self.input_dir)))
+            (
+                self.spark.range(0, n, numPartitions=2)
+                .select(F.rpad(F.col("id").cast("string"), 100, "x").cast("binary").alias("body"))
+                .write.parquet(str(self.input_dir))
+            )
         return self.input_dir
 
     def timed(self, run: Any) -> tuple[float, dict[str, float], Any]:
@@ -120,15 +142,21 @@ class Bench:
         name = self._name(f"source-{sink}")
         self.preload(name, n)
         out = self.work / f"out-{name}"
-        reader = (self.spark.readStream.format("leaseq").option("target", self.server.target)
-                  .option("queue", name))
+        reader = (
+            self.spark.readStream.format("leaseq")
+            .option("target", self.server.target)
+            .option("queue", name)
+        )
         if selected:
             reader = reader.schema(SELECTED)
         for key, value in self.args.source_options.items():
             reader = reader.option(key, value)
         stream = reader.load().select("message_id", "body", "delivery_count")
-        writer = (stream.writeStream.format(sink).trigger(availableNow=True)
-                  .option("checkpointLocation", str(self.work / f"chk-{name}")))
+        writer = (
+            stream.writeStream.format(sink)
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(self.work / f"chk-{name}"))
+        )
         if sink == "parquet":
             writer = writer.option("path", str(out))
 
@@ -150,18 +178,36 @@ class Bench:
         spark_s = {k: sum(p["durationMs"].get(k, 0) for p in progress) / 1e3 for k in SPARK_PHASES}
         batches_s = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1e3
         reported = json.loads(progress[-1]["sources"][0].get("latestOffset") or "{}")
-        return dict(wall=wall, cpu=cpu, rows=n, spark=spark_s, batches_s=batches_s,
-                    data_batches=sum(1 for p in progress if p["numInputRows"]),
-                    batches=len(progress), source=reported, tasks=self.task_split(name))
+        return dict(
+            wall=wall,
+            cpu=cpu,
+            rows=n,
+            spark=spark_s,
+            batches_s=batches_s,
+            data_batches=sum(1 for p in progress if p["numInputRows"]),
+            batches=len(progress),
+            source=reported,
+            tasks=self.task_split(name),
+        )
 
     def task_split(self, queue: str) -> dict[str, float]:
         """The partitions' own lines of this query (the worker logs keep every query's)."""
         from pyspark.sql import functions as F
 
-        lines = (self.spark.tvf.python_worker_logs()
-                 .filter(F.col("msg").contains(f" of queue {queue}:")).select("msg").collect())
-        totals = {"tasks": 0.0, "rows": 0.0, "task": 0.0, "receive": 0.0, "arrow": 0.0,
-                  "hand-over": 0.0}
+        lines = (
+            self.spark.tvf.python_worker_logs()
+            .filter(F.col("msg").contains(f" of queue {queue}:"))
+            .select("msg")
+            .collect()
+        )
+        totals = {
+            "tasks": 0.0,
+            "rows": 0.0,
+            "task": 0.0,
+            "receive": 0.0,
+            "arrow": 0.0,
+            "hand-over": 0.0,
+        }
         for line in lines:
             found = _TASK_LINE.search(line.msg)
             if found:
@@ -178,10 +224,15 @@ class Bench:
         name = self._name("sink")
         self.client.create_queue(name)
         files = self.bodies_on_disk(n)
-        writer = (self.spark.readStream.schema("body binary").parquet(str(files))
-                  .writeStream.format("leaseq").option("target", self.server.target)
-                  .option("queue", name).trigger(availableNow=True)
-                  .option("checkpointLocation", str(self.work / f"chk-{name}")))
+        writer = (
+            self.spark.readStream.schema("body binary")
+            .parquet(str(files))
+            .writeStream.format("leaseq")
+            .option("target", self.server.target)
+            .option("queue", name)
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(self.work / f"chk-{name}"))
+        )
 
         def run() -> Any:
             query = writer.start()
@@ -216,12 +267,23 @@ class Bench:
         sink_dir = str(sink)
 
         def fn(table: pa.Table) -> None:
-            pq.write_table(table.select(["message_id", "body"]),
-                           f"{sink_dir}/{uuid.uuid4().hex}.parquet")
+            pq.write_table(
+                table.select(["message_id", "body"]), f"{sink_dir}/{uuid.uuid4().hex}.parquet"
+            )
 
-        wall, cpu, consumed = self.timed(lambda: consume_process_ack(
-            self.spark, name, fn, target=self.server.target, num_partitions=2,
-            batch_size=10_000, visibility_timeout=120, wait_time=0.5, arrow=True))
+        wall, cpu, consumed = self.timed(
+            lambda: consume_process_ack(
+                self.spark,
+                name,
+                fn,
+                target=self.server.target,
+                num_partitions=2,
+                batch_size=10_000,
+                visibility_timeout=120,
+                wait_time=0.5,
+                arrow=True,
+            )
+        )
         assert consumed.acked == n, consumed
         return dict(wall=wall, cpu=cpu, rows=n)
 
@@ -254,12 +316,15 @@ class Bench:
 def _median_range(values: list[float], fmt: str) -> str:
     if len(values) == 1:
         return format(values[0], fmt)
-    return (f"{format(statistics.median(values), fmt)} "
-            f"({format(min(values), fmt)}-{format(max(values), fmt)})")
+    return (
+        f"{format(statistics.median(values), fmt)} "
+        f"({format(min(values), fmt)}-{format(max(values), fmt)})"
+    )
 
 
 def print_split(runs: list[dict[str, Any]]) -> None:
     """The source's split, medians over its runs, in seconds and us per row."""
+
     def line(label: str, values: list[float], rows: int) -> None:
         med = statistics.median(values)
         print(f"    {label:<44} {med:>7.2f} s  {med / rows * 1e6:>7.2f} us/row")
@@ -267,26 +332,44 @@ def print_split(runs: list[dict[str, Any]]) -> None:
     rows = runs[0]["rows"]
     print(f"  where the time went ({len(runs)} run(s), medians; wall time of the query):")
     line("query wall time", [r["wall"] for r in runs], rows)
-    line("  start-up and stop (wall - micro-batches)", [r["wall"] - r["batches_s"] for r in runs],
-         rows)
+    line(
+        "  start-up and stop (wall - micro-batches)",
+        [r["wall"] - r["batches_s"] for r in runs],
+        rows,
+    )
     for phase in SPARK_PHASES:
         line(f"  {phase}", [r["spark"][phase] for r in runs], rows)
-    line("    of walCommit: the source's commits (delete)",
-         [r["source"].get("commitSeconds", 0.0) for r in runs], rows)
-    line("    of walCommit: waiting for the commit before",
-         [r["source"].get("commitWaitSeconds", 0.0) for r in runs], rows)
-    line("    of latestOffset: the source's GetQueueStats",
-         [r["source"].get("planSeconds", 0.0) for r in runs], rows)
+    line(
+        "    of walCommit: the source's commits (delete)",
+        [r["source"].get("commitSeconds", 0.0) for r in runs],
+        rows,
+    )
+    line(
+        "    of walCommit: waiting for the commit before",
+        [r["source"].get("commitWaitSeconds", 0.0) for r in runs],
+        rows,
+    )
+    line(
+        "    of latestOffset: the source's GetQueueStats",
+        [r["source"].get("planSeconds", 0.0) for r in runs],
+        rows,
+    )
     tasks = [r["tasks"] for r in runs if r["tasks"]["tasks"]]
     if tasks:
-        print(f"  inside the tasks (summed over {statistics.median([t['tasks'] for t in tasks]):.0f}"
-              " partitions a run; they run 2 at a time):")
+        print(
+            f"  inside the tasks (summed over {statistics.median([t['tasks'] for t in tasks]):.0f}"
+            " partitions a run; they run 2 at a time):"
+        )
         for key in ("task", "receive", "arrow", "hand-over"):
             line(f"  {key}", [t[key] for t in tasks], rows)
     else:
         print("  inside the tasks: no partition lines found in the worker logs")
-    print("  data micro-batches " + ", ".join(str(r["data_batches"]) for r in runs)
-          + "; all micro-batches " + ", ".join(str(r["batches"]) for r in runs))
+    print(
+        "  data micro-batches "
+        + ", ".join(str(r["data_batches"]) for r in runs)
+        + "; all micro-batches "
+        + ", ".join(str(r["batches"]) for r in runs)
+    )
 
 
 def main() -> None:
@@ -294,12 +377,24 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--raw-seconds", type=float, default=8.0)
-    parser.add_argument("--warmup", type=int, default=50_000,
-                        help="messages of each measure's untimed warm-up run (0: none)")
-    parser.add_argument("--only", default=",".join(MEASURES),
-                        help="comma-separated measures, of: " + ", ".join(MEASURES))
-    parser.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the source (e.g. numPartitions=4), repeatable")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=50_000,
+        help="messages of each measure's untimed warm-up run (0: none)",
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(MEASURES),
+        help="comma-separated measures, of: " + ", ".join(MEASURES),
+    )
+    parser.add_argument(
+        "--source-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the source (e.g. numPartitions=4), repeatable",
+    )
     args = parser.parse_args()
     measures = [m.strip() for m in args.only.split(",") if m.strip()]
     unknown = set(measures) - set(MEASURES)
@@ -310,10 +405,13 @@ def main() -> None:
     # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
     spark = local_spark(
         "leaseq-bench-streaming",
-        **{"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2",
-           "spark.sql.pyspark.worker.logging.enabled": "true",
-           # A loaded machine starts a Python process in more than the default 15 s.
-           "spark.python.authenticate.socketTimeout": "120s"},
+        **{
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.pyspark.worker.logging.enabled": "true",
+            # A loaded machine starts a Python process in more than the default 15 s.
+            "spark.python.authenticate.socketTimeout": "120s",
+        },
     )
 
     from leaseq.client import QueueClient
@@ -325,9 +423,11 @@ def main() -> None:
     server = ServerProcess(f"sqlite:///{work}/bench.db", free_port(), work / "server.log")
     server.start()
     n = args.messages
-    print(f"{n:,} messages of 100 bytes, SQLite store, local[2], {args.rounds} round(s); source "
-          f"options {args.source_options or 'the defaults'}; load average at the start "
-          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(
+        f"{n:,} messages of 100 bytes, SQLite store, local[2], {args.rounds} round(s); source "
+        f"options {args.source_options or 'the defaults'}; load average at the start "
+        + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    )
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in measures}
     raws: list[float] = []
     try:
@@ -345,26 +445,37 @@ def main() -> None:
                     run["raw"] = (raws[-2] + raws[-1]) / 2
                     run["rate"] = n / run["wall"]
                     results[kind].append(run)
-                    print(f"  round {round_no + 1} {kind:<27} {run['rate']:>9,.0f} rows/s "
-                          f"({run['wall']:.1f} s), raw cycle {raws[-2]:,.0f} / {raws[-1]:,.0f}: "
-                          f"{run['rate'] / run['raw']:.2f}x; load "
-                          + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
+                    print(
+                        f"  round {round_no + 1} {kind:<27} {run['rate']:>9,.0f} rows/s "
+                        f"({run['wall']:.1f} s), raw cycle {raws[-2]:,.0f} / {raws[-1]:,.0f}: "
+                        f"{run['rate'] / run['raw']:.2f}x; load "
+                        + " ".join(f"{x:.2f}" for x in os.getloadavg()),
+                        flush=True,
+                    )
     finally:
         server.terminate()
         spark.stop()
 
-    print(f"\nraw SQLite cycle (batch 1000): {_median_range(raws, ',.0f')} msgs/s over "
-          f"{len(raws)} runs")
-    print(f"{'measure':<27} {'rows/s':>26}  {'x raw cycle':>18}  CPU us/row (server, JVM, "
-          "Python workers)")
+    print(
+        f"\nraw SQLite cycle (batch 1000): {_median_range(raws, ',.0f')} msgs/s over "
+        f"{len(raws)} runs"
+    )
+    print(
+        f"{'measure':<27} {'rows/s':>26}  {'x raw cycle':>18}  CPU us/row (server, JVM, "
+        "Python workers)"
+    )
     for kind, runs in results.items():
         if not runs:
             continue
-        cpu = {k: statistics.median(r["cpu"][k] / r["rows"] * 1e6 for r in runs)
-               for k in ("server", "jvm", "python workers")}
-        print(f"{kind:<27} {_median_range([r['rate'] for r in runs], ',.0f'):>26}  "
-              f"{_median_range([r['rate'] / r['raw'] for r in runs], '.2f'):>18}  "
-              + ", ".join(f"{v:.1f}" for v in cpu.values()))
+        cpu = {
+            k: statistics.median(r["cpu"][k] / r["rows"] * 1e6 for r in runs)
+            for k in ("server", "jvm", "python workers")
+        }
+        print(
+            f"{kind:<27} {_median_range([r['rate'] for r in runs], ',.0f'):>26}  "
+            f"{_median_range([r['rate'] / r['raw'] for r in runs], '.2f'):>18}  "
+            + ", ".join(f"{v:.1f}" for v in cpu.values())
+        )
     for kind in ("source-parquet", "source-parquet-all-columns", "source-noop"):
         if results.get(kind):
             print(f"\n{kind}:")

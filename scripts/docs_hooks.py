@@ -21,7 +21,9 @@ TREE = ROOT / "build" / "import-tree"
 
 @event_priority(100)  # before mkdocstrings reads its `paths`
 def on_config(config: Any, **_: Any) -> Any:
-    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"
+    ]
     for name, folder in mapping.items():
         link = TREE.joinpath(*name.split("."))
         link.parent.mkdir(parents=True, exist_ok=True)

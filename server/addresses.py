@@ -68,7 +68,9 @@ def parse_listen(text: str, example_port: int = 50051) -> ListenAddress:
         )
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if "[" in bare or "]" in bare or ":" in bare and bare == host:
-        raise ValueError(f"{text!r} is not HOST:PORT: write an IPv6 address in brackets, [::1]:50051")
+        raise ValueError(
+            f"{text!r} is not HOST:PORT: write an IPv6 address in brackets, [::1]:50051"
+        )
     number = int(port)
     if number > 65535:
         raise ValueError(f"{text!r}: port {number} is outside 1..65535 (0 picks a free one)")

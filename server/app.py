@@ -209,9 +209,7 @@ def build(
         + connection_options(max_connection_age, max_connection_age_grace),
         interceptors=interceptors,
     )
-    service = QueueService(
-        store, call_bytes=limits.call_bytes, server_bytes=limits.response_bytes
-    )
+    service = QueueService(store, call_bytes=limits.call_bytes, server_bytes=limits.response_bytes)
     if isinstance(store, ChangeFeed):
         # Replicas over one store: sends through the others wake this one's long polls too.
         store.subscribe(service.longpoll.store_changed)
@@ -226,9 +224,7 @@ def build(
     port = _bind(server, listen, credentials)
     health_server, health_port = None, None
     if health_listen:
-        health_server = grpc.aio.server(
-            options=listener_options + limits.health_server_options()
-        )
+        health_server = grpc.aio.server(options=listener_options + limits.health_server_options())
         health_pb2_grpc.add_HealthServicer_to_server(health, GenericOnly(health_server))  # type: ignore[arg-type]
         health_port = _bind(health_server, health_listen, None)
     return LeaseqServer(
@@ -236,9 +232,7 @@ def build(
     )
 
 
-def _bind(
-    server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None
-) -> int:
+def _bind(server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None) -> int:
     """Add the port; a failure says why in one line (StartupError), not gRPC's "Failed to bind"."""
     address = parse_listen(listen)
     try:
@@ -255,9 +249,7 @@ DEFAULT_CONNECTION_AGE_GRACE = 35.0
 finishes; gRPC's own default (no limit) would let a follow stream pin its replica forever."""
 
 
-def connection_options(
-    max_age: float | None, grace: float | None = None
-) -> list[tuple[str, int]]:
+def connection_options(max_age: float | None, grace: float | None = None) -> list[tuple[str, int]]:
     """gRPC server options that close each client connection after max_age seconds (GOAWAY,
     then calls still running get grace more seconds before the connection is cut).
 

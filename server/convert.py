@@ -431,4 +431,6 @@ def lease_status_to_proto(status: domain.LeaseStatus) -> int:
 
 def add_send_error(results: Any, entry_id: str, error: InvalidArgument) -> None:
     """Append the SendResult of an entry that failed validation to a repeated field."""
-    results.add(id=entry_id, error=pb.EntryError(code=3, message=str(error)))  # 3 = INVALID_ARGUMENT
+    results.add(
+        id=entry_id, error=pb.EntryError(code=3, message=str(error))
+    )  # 3 = INVALID_ARGUMENT

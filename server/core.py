@@ -375,9 +375,7 @@ class QueueCore:
         )
         return await self.long_poll(params, config)
 
-    async def long_poll(
-        self, params: ReceiveParams, config: QueueConfig
-    ) -> list[DeliveredMessage]:
+    async def long_poll(self, params: ReceiveParams, config: QueueConfig) -> list[DeliveredMessage]:
         """A receive whose parameters are checked (the above) against the queue's config: its
         defaults are filled in here."""
         params = resolve_receive(params, config)
@@ -431,7 +429,12 @@ class QueueCore:
         estimate = read_estimate(max_messages, limits.LARGEST_MESSAGE_BYTES, call_bytes)
         with await self.longpoll.budget.reserve(estimate) as reservation:
             page = await self.store.peek(
-                name, max_messages, channel_filter, include_leased, include_delayed, after,
+                name,
+                max_messages,
+                channel_filter,
+                include_leased,
+                include_delayed,
+                after,
                 call_bytes,
             )
             reservation.resize(
@@ -459,7 +462,12 @@ class QueueCore:
         return found
 
     async def admin_release(
-        self, principal: Principal | None, name: str, visible_at: float, key: int, seq: int,
+        self,
+        principal: Principal | None,
+        name: str,
+        visible_at: float,
+        key: int,
+        seq: int,
         reason: str = "",
     ) -> domain.LeaseStatus:
         """Release a leased message that someone else holds (the console's "release"): admin
@@ -470,7 +478,9 @@ class QueueCore:
         LEASE_EXPIRED. The consumer's own receipt keeps working as after its own release."""
         receipt = await self._admin_receipt(principal, name, key, seq)
         rules.reason(reason)
-        [result] = await self.change_visibility(None, name, [VisibilityChange(receipt, 0.0, reason)])
+        [result] = await self.change_visibility(
+            None, name, [VisibilityChange(receipt, 0.0, reason)]
+        )
         return result.status
 
     async def admin_delete(
@@ -501,7 +511,9 @@ class QueueCore:
         rules.queue_name(name)
         rules.batch_size(len(changes), "entries")
         for index, change in enumerate(changes):
-            rules.visibility_timeout(change.visibility_timeout, f"entries[{index}].visibility_timeout")
+            rules.visibility_timeout(
+                change.visibility_timeout, f"entries[{index}].visibility_timeout"
+            )
         self._grant(principal, _ACK, name)
         results = await self.store.change_visibility(name, changes)
         self.longpoll.visibility_changed(name, changes, results)

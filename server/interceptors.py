@@ -55,7 +55,7 @@ Start = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Observation]
 
 
 def split_method(full_method: str) -> tuple[str, str]:
-    """"/leaseq.v1.QueueService/SendMessages" -> ("leaseq.v1.QueueService", "SendMessages")."""
+    """ "/leaseq.v1.QueueService/SendMessages" -> ("leaseq.v1.QueueService", "SendMessages")."""
     service, _, method = full_method.lstrip("/").rpartition("/")
     return service, method
 
@@ -74,7 +74,9 @@ class CallEnding:
     def _ended_early(self) -> grpc.StatusCode:
         return grpc.StatusCode.DEADLINE_EXCEEDED if self.expired() else grpc.StatusCode.CANCELLED
 
-    def code(self, context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> grpc.StatusCode:
+    def code(
+        self, context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None
+    ) -> grpc.StatusCode:
         """The status the call ended with. A handler that aborted set it on the context; one
         that was cancelled (client gone, deadline passed, shutdown grace over) did not. Called
         in the call's task, before grpc releases the call."""
@@ -155,7 +157,9 @@ def _stream_response(
     return behaviour
 
 
-def observe(handler: grpc.RpcMethodHandler[Any, Any] | None, start: Start) -> grpc.RpcMethodHandler[Any, Any] | None:
+def observe(
+    handler: grpc.RpcMethodHandler[Any, Any] | None, start: Start
+) -> grpc.RpcMethodHandler[Any, Any] | None:
     """The handler with its behaviour wrapped (see the module docstring); None stays None
     (an unknown method: gRPC answers UNIMPLEMENTED)."""
     if handler is None:
@@ -193,7 +197,9 @@ class ObservedHandlers:
 
     def __init__(self, start_for: Callable[[str, str], Start]) -> None:
         self._start_for = start_for
-        self._made: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any] | None]] = {}
+        self._made: dict[
+            str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any] | None]
+        ] = {}
 
     def get(
         self, full_method: str, handler: grpc.RpcMethodHandler[Any, Any] | None

@@ -167,7 +167,9 @@ class StreamLimiter(grpc.aio.ServerInterceptor):
         self.started = 0
         self.refused = 0
         self._changed: asyncio.Event | None = None
-        self._limited: tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]] | None = None
+        self._limited: (
+            tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]] | None
+        ) = None
 
     def _set(self, active: int) -> None:
         self.active = active
@@ -204,7 +206,9 @@ class StreamLimiter(grpc.aio.ServerInterceptor):
     def _limit(self, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         behaviour = cast("Callable[..., AsyncGenerator[Any, None]]", handler.unary_stream)
 
-        async def limited(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        async def limited(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
             if self.active >= self.limit:
                 self.refused += 1
                 await context.abort_with_status(rpc_status.to_status(_too_many(self.limit)))

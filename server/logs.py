@@ -106,7 +106,9 @@ class _TaggedContext:
     def set_trailing_metadata(self, metadata: Any) -> None:
         self._context.set_trailing_metadata(tuple(metadata) + self._tag)
 
-    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> None:
+    async def abort(
+        self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()
+    ) -> None:
         await self._context.abort(code, details, tuple(trailing_metadata) + self._tag)
 
     async def abort_with_status(self, status: Any) -> None:
@@ -120,7 +122,9 @@ class _Access(Observation):
         self.request_id = request_id_from(context.invocation_metadata())
         self._token = request_id_var.set(self.request_id)
         context.set_trailing_metadata(((REQUEST_ID_KEY, self.request_id),))
-        super().__init__(cast("grpc.aio.ServicerContext[Any, Any]", _TaggedContext(context, self.request_id)))
+        super().__init__(
+            cast("grpc.aio.ServicerContext[Any, Any]", _TaggedContext(context, self.request_id))
+        )
         # Read now: `end` may run when grpc is about to release the call, and the context's
         # peer() of a released call reads freed memory (interceptors' module docstring).
         self.peer = context.peer()
@@ -194,7 +198,8 @@ class RequestLogInterceptor(grpc.aio.ServerInterceptor):
 
 # Attributes every LogRecord has; anything else was passed with extra= and goes into the JSON.
 _STANDARD = frozenset(
-    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime", "taskName"}
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
+    | {"message", "asctime", "taskName"}
 )
 
 
@@ -251,7 +256,9 @@ class TextFormatter(logging.Formatter):
         return text
 
 
-def configure_logging(level: str = "info", fmt: str = "auto", stream: IO[str] | None = None) -> None:
+def configure_logging(
+    level: str = "info", fmt: str = "auto", stream: IO[str] | None = None
+) -> None:
     """Route every log record to stream (stderr) in fmt: "json", "text", or "auto" (JSON unless
     the stream is a terminal). For applications only; replaces the root logger's handlers."""
     stream = stream if stream is not None else sys.stderr

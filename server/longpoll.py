@@ -131,7 +131,6 @@ from .wakeups import QueueSignals, Waker, schedule
 log = logging.getLogger(__name__)
 
 
-
 def chunk_facts(messages: Sequence[DeliveredMessage], now: float) -> tuple[int, float | None]:
     """Of a chunk a look found: its bytes (message_size summed: what counts against call_bytes
     and the byte budget) and the earliest lease it granted ends (visible_at > now), in one pass
@@ -591,9 +590,7 @@ class LongPoll:
                     # or release, or the earliest lease end (retry_at).
                     self._after_look(queue, [], wanted, chain, now, config.dead_letter_queue)
                     if not waker.owed and not self._signals.room_freed(queue, waker):
-                        with self._signals.parked(
-                            queue, waker, wanted, err.retry_at, limited=True
-                        ):
+                        with self._signals.parked(queue, waker, wanted, err.retry_at, limited=True):
                             await waker.wait(None)
                     continue
                 except BaseException:
@@ -647,7 +644,11 @@ class LongPoll:
         and a cancelled stream's messages are released when it does."""
         call = asyncio.ensure_future(
             self._store.receive(
-                queue, max_messages, visibility_timeout, channel_filter, attempt_id,
+                queue,
+                max_messages,
+                visibility_timeout,
+                channel_filter,
+                attempt_id,
                 max_bytes=max_bytes,
             )
         )
@@ -695,9 +696,7 @@ class LongPoll:
             log.info("could not release %d unsent messages of %r: %s", len(changes), queue, error)
             return
         self.released += sum(r.status == LeaseStatus.OK for r in results)
-        self.lease_released(
-            queue, [r.key for r in results if r.status == LeaseStatus.OK and r.key]
-        )
+        self.lease_released(queue, [r.key for r in results if r.status == LeaseStatus.OK and r.key])
 
     async def settle_releases(self, timeout: float = 10.0) -> None:
         """Until the releases of ended streams are done, at most timeout seconds (the server's

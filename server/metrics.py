@@ -74,7 +74,22 @@ from .store.base import Store
 log = logging.getLogger(__name__)
 
 RPC_BUCKETS = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
 )
 STATS_TTL = 5.0
 STATS_TIMEOUT = 3.0
@@ -466,7 +481,9 @@ class MetricsEndpoint:
             raise StartupError(f"cannot listen on {address}: {error.strerror or error}") from None
         # A short poll interval: close() waits for the serving loop to notice.
         thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="leaseq-metrics",
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="leaseq-metrics",
             daemon=True,
         )
         thread.start()

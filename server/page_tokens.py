@@ -75,7 +75,9 @@ class PageTokens:
 
     def _xor(self, nonce: bytes, data: bytes) -> bytes:
         stream = self._keystream(nonce, len(data))
-        return (int.from_bytes(data, "big") ^ int.from_bytes(stream, "big")).to_bytes(len(data), "big")
+        return (int.from_bytes(data, "big") ^ int.from_bytes(stream, "big")).to_bytes(
+            len(data), "big"
+        )
 
     def _seal(self, payload: dict[str, Any]) -> str:
         plain = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()

@@ -174,7 +174,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
     # --- queues -----------------------------------------------------------------------------
 
     @_unary
-    async def CreateQueue(self, request: pb.CreateQueueRequest, context: Context) -> pb.CreateQueueResponse:
+    async def CreateQueue(
+        self, request: pb.CreateQueueRequest, context: Context
+    ) -> pb.CreateQueueResponse:
         name, config = validation.create_queue(request)
         info = await self.core.create_queue(None, name, config)
         return pb.CreateQueueResponse(queue=convert.queue_to_proto(info))
@@ -185,7 +187,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
         return pb.GetQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
-    async def ListQueues(self, request: pb.ListQueuesRequest, context: Context) -> pb.ListQueuesResponse:
+    async def ListQueues(
+        self, request: pb.ListQueuesRequest, context: Context
+    ) -> pb.ListQueuesResponse:
         params = validation.list_queues(request, self.core.tokens)
         page = await self.core.list_queues(None, params.prefix, params.after, params.limit)
         token = ""
@@ -196,7 +200,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
         )
 
     @_unary
-    async def UpdateQueue(self, request: pb.UpdateQueueRequest, context: Context) -> pb.UpdateQueueResponse:
+    async def UpdateQueue(
+        self, request: pb.UpdateQueueRequest, context: Context
+    ) -> pb.UpdateQueueResponse:
         name = rules.queue_name(request.name)
         validation.update_mask_paths(request)  # a bad mask is INVALID_ARGUMENT, before NOT_FOUND
         current = await self.core.get_queue(None, name)
@@ -207,12 +213,16 @@ class QueueService(pb_grpc.QueueServiceServicer):
         return pb.UpdateQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
-    async def DeleteQueue(self, request: pb.DeleteQueueRequest, context: Context) -> pb.DeleteQueueResponse:
+    async def DeleteQueue(
+        self, request: pb.DeleteQueueRequest, context: Context
+    ) -> pb.DeleteQueueResponse:
         await self.core.delete_queue(None, rules.queue_name(request.name))
         return pb.DeleteQueueResponse()
 
     @_unary
-    async def PurgeQueue(self, request: pb.PurgeQueueRequest, context: Context) -> pb.PurgeQueueResponse:
+    async def PurgeQueue(
+        self, request: pb.PurgeQueueRequest, context: Context
+    ) -> pb.PurgeQueueResponse:
         count = await self.core.purge_queue(None, rules.queue_name(request.name))
         return pb.PurgeQueueResponse(purged_count=count)
 
@@ -291,9 +301,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
                 response = None  # type: ignore[assignment]
             responses = None  # type: ignore[assignment]
 
-    def _batches(
-        self, messages: list[DeliveredMessage], *, always: bool
-    ) -> Iterable[convert.Wire]:
+    def _batches(self, messages: list[DeliveredMessage], *, always: bool) -> Iterable[convert.Wire]:
         """Responses of at most RESPONSE_BUDGET bytes of messages; one empty response when
         always and no message."""
         encoded_messages = convert.encode_received(messages)
@@ -332,9 +340,7 @@ class QueueService(pb_grpc.QueueServiceServicer):
             present=lambda page: self._peek_response(params, page),
         )
 
-    def _peek_response(
-        self, params: PeekParams, page: PeekPage
-    ) -> pb.PeekMessagesResponse:
+    def _peek_response(self, params: PeekParams, page: PeekPage) -> pb.PeekMessagesResponse:
         messages: list[pb.PeekedMessage] = []
         cursor, size = page.next_cursor, 0
         for index, message in enumerate(page.messages):

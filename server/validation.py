@@ -211,8 +211,10 @@ def send_entry(entry: pb.SendEntry, index: int) -> domain.NewMessage | InvalidAr
     Runs once per message sent, so the common entry (a body and perhaps an id, nothing else)
     takes the short way: one ListFields() call tells that, instead of reading every field."""
     fields = entry.ListFields()  # the set fields, in field number order
-    if fields and fields[-1][0] is _ENTRY_BODY and (
-        len(fields) == 1 or (len(fields) == 2 and fields[0][0] is _ENTRY_ID)
+    if (
+        fields
+        and fields[-1][0] is _ENTRY_BODY
+        and (len(fields) == 1 or (len(fields) == 2 and fields[0][0] is _ENTRY_ID))
     ):
         return domain.NewMessage(fields[-1][1], {}, "", None, None, "")
     try:
@@ -278,7 +280,9 @@ def peek_messages(request: pb.PeekMessagesRequest, tokens: PageTokens) -> PeekPa
 # --- leases -----------------------------------------------------------------------------------
 
 
-def change_visibility(request: pb.ChangeVisibilityRequest) -> tuple[str, list[domain.VisibilityChange]]:
+def change_visibility(
+    request: pb.ChangeVisibilityRequest,
+) -> tuple[str, list[domain.VisibilityChange]]:
     name = queue_name(request.queue, "queue")
     batch_size(len(request.entries), "entries")
     changes = []
@@ -325,7 +329,8 @@ def update_message(request: pb.UpdateMessageRequest) -> UpdateParams:
         for path in request.update_mask.paths:
             if path not in _UPDATE_PATHS:
                 raise InvalidArgument(
-                    "update_mask", f"unknown path {clip(path)!r}: body, attributes, visibility_timeout"
+                    "update_mask",
+                    f"unknown path {clip(path)!r}: body, attributes, visibility_timeout",
                 )
             paths.add(path)
     else:

@@ -43,7 +43,14 @@ class Waker:
     """One waiting stream's doorbell, and what its queue's signal needs to know of it."""
 
     __slots__ = (
-        "_event", "channel_filter", "want", "owed", "chain", "freed_seen", "sleeping", "parks"
+        "_event",
+        "channel_filter",
+        "want",
+        "owed",
+        "chain",
+        "freed_seen",
+        "sleeping",
+        "parks",
     )
 
     def __init__(self, channel_filter: str = "") -> None:
@@ -86,7 +93,9 @@ class Waker:
         # the event is being set (bpo-42130), and the stream of a call the client had cancelled
         # went on leasing messages. The timeout rings the bell itself; every caller clears it
         # before it looks again.
-        timer = None if timeout is None else asyncio.get_running_loop().call_later(timeout, self.ring)
+        timer = (
+            None if timeout is None else asyncio.get_running_loop().call_later(timeout, self.ring)
+        )
         try:
             await self._event.wait()
         finally:

@@ -67,7 +67,12 @@ RESTARTS_PER_MINUTE = 5
 # After the grace, what a worker may still need: settling leases, closing the store.
 DRAIN_MARGIN = 30.0
 
-_SHARED = ("listen", "health_listen", "sqs_listen", "azure_listen")  # served by every worker (SO_REUSEPORT)
+_SHARED = (
+    "listen",
+    "health_listen",
+    "sqs_listen",
+    "azure_listen",
+)  # served by every worker (SO_REUSEPORT)
 
 
 @dataclass
@@ -96,7 +101,9 @@ def run_workers(
     StartupError with one line."""
     texts = {"listen": listen, **{k: options.get(k) for k in _SHARED[1:]}}
     parsed = {k: parse_listen(v) for k, v in texts.items() if v}
-    alone = [options[k] for k in ("metrics_listen", "console_listen", "oci_listen") if options.get(k)]
+    alone = [
+        options[k] for k in ("metrics_listen", "console_listen", "oci_listen") if options.get(k)
+    ]
     check_free([*parsed.values(), *(parse_listen(text) for text in alone)])
     with ExitStack() as held:
         shared = {}
@@ -155,7 +162,11 @@ class _Supervisor:
         process = self.context.Process(
             target=worker_main,
             args=(
-                index, child_end, self.store_url, self.shared["listen"], options,
+                index,
+                child_end,
+                self.store_url,
+                self.shared["listen"],
+                options,
                 self.logging_setup,
             ),
             name=f"leaseq-worker-{index}",
@@ -225,7 +236,9 @@ class _Supervisor:
                     return 1
                 log.warning(
                     "worker %d (pid %d) exited with %s: restarting it",
-                    worker.index, worker.process.pid, worker.process.exitcode,
+                    worker.index,
+                    worker.process.pid,
+                    worker.process.exitcode,
                 )
                 worker.conn.close()
                 self.start(worker.index)

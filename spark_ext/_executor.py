@@ -53,7 +53,9 @@ def client_for(settings: ClientSettings) -> QueueClient:
             if client is None:
                 # Entries of other pids were inherited through a fork: leave them alone (closing
                 # a parent's channel from a child is what fork support warns against).
-                client = QueueClient(settings.target, token=settings.token, timeout=settings.timeout)
+                client = QueueClient(
+                    settings.target, token=settings.token, timeout=settings.timeout
+                )
                 _clients[key] = client
                 freeze_worker_heap()
     return client

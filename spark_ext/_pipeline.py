@@ -39,8 +39,9 @@ class InFlight(Generic[T]):
         self.depth = depth
         self.on_result = on_result
         self.pending: deque[Future[T]] = deque()
-        self._pool = ThreadPoolExecutor(max_workers=max(depth, 1),
-                                        thread_name_prefix=thread_name_prefix)
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(depth, 1), thread_name_prefix=thread_name_prefix
+        )
 
     def submit(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> None:
         if self.depth == 0:
@@ -103,8 +104,9 @@ class Leaser:
     the oldest. Each batch's ``LeaseKeeper`` starts in the receiving thread, as soon as it
     arrives."""
 
-    def __init__(self, client: Any, queue: str, *, visibility_timeout: float, wait_time: float,
-                 depth: int) -> None:
+    def __init__(
+        self, client: Any, queue: str, *, visibility_timeout: float, wait_time: float, depth: int
+    ) -> None:
         self.client = client
         self.queue = queue
         self.visibility_timeout = visibility_timeout
@@ -113,8 +115,9 @@ class Leaser:
         self.pending: deque[Future[Leased]] = deque()
         self.asked = 0  # rows asked for by the receives in flight
         self._asks: deque[int] = deque()
-        self._pool = ThreadPoolExecutor(max_workers=max(depth, 1),
-                                        thread_name_prefix="leaseq-receive")
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(depth, 1), thread_name_prefix="leaseq-receive"
+        )
 
     def _receive(self, n: int) -> Leased:
         table = self.client.receive_arrow(
@@ -154,8 +157,14 @@ class Acker:
     ``lost`` (the lease was gone). An ack that raised releases its receipts (``on_failure``) and
     re-raises at the next ``ack`` or at ``drain``: the task fails, as a failed ack always made it."""
 
-    def __init__(self, client: Any, queue: str, done_statuses: pa.Array, depth: int,
-                 on_failure: Callable[[list[str]], None]) -> None:
+    def __init__(
+        self,
+        client: Any,
+        queue: str,
+        done_statuses: pa.Array,
+        depth: int,
+        on_failure: Callable[[list[str]], None],
+    ) -> None:
         self.client = client
         self.queue = queue
         self.done_statuses = done_statuses

@@ -18,8 +18,14 @@ from ..client.retry import RetryPolicy
 from ..client.types import Queue
 from ._executor import ClientSettings
 
-__all__ = ["MAX_LEASE_SECONDS", "MAX_WAIT_SECONDS", "check_int", "check_seconds", "driver_client",
-           "check_queue"]
+__all__ = [
+    "MAX_LEASE_SECONDS",
+    "MAX_WAIT_SECONDS",
+    "check_int",
+    "check_seconds",
+    "driver_client",
+    "check_queue",
+]
 
 MAX_LEASE_SECONDS = 7 * 86400.0  # docs/api.md: visibility_timeout 0 s .. 7 d
 MAX_WAIT_SECONDS = 30.0  # API.md: wait_time 0 .. 30 s

@@ -61,8 +61,11 @@ _CONSUME_SCHEMA = pa.schema(
     [("partition", pa.int32())]
     + [(name, pa.int64()) for name in _COUNTS]
     + [(name, pa.float64()) for name in ("seconds", *_PHASES)]
-    + [("failures", pa.list_(pa.string())), ("misuse", pa.string()),
-       ("held", pa.list_(pa.string()))]
+    + [
+        ("failures", pa.list_(pa.string())),
+        ("misuse", pa.string()),
+        ("held", pa.list_(pa.string())),
+    ]
 )
 
 
@@ -186,6 +189,7 @@ def consume_partition(
         now = time.monotonic()
         phases[phase] += now - clock
         clock = now
+
     failures: list[str] = []
     misuse: str | None = None
     held: list[str] = []
@@ -200,8 +204,13 @@ def consume_partition(
         # good): give the batch back now rather than strand it until its leases end.
         _release(client, queue, [(r, "consume_process_ack: task failed") for r in receipts], 0)
 
-    leaser = Leaser(client, queue, visibility_timeout=visibility_timeout, wait_time=wait_time,
-                    depth=receive_ahead)
+    leaser = Leaser(
+        client,
+        queue,
+        visibility_timeout=visibility_timeout,
+        wait_time=wait_time,
+        depth=receive_ahead,
+    )
     acker = Acker(client, queue, _DONE_STATUSES, acks_in_flight, give_back)
     leased_rows = 0  # rows of every batch taken from the leaser
     drained = False  # a receive came back empty (or with only repeats): ask for no more
@@ -229,17 +238,23 @@ def consume_partition(
                 current = None
                 continue
             if failed_here:
-                again = pc.is_in(table.column("message_id"),
-                                 pa.array(list(failed_here), pa.string()))
+                again = pc.is_in(
+                    table.column("message_id"), pa.array(list(failed_here), pa.string())
+                )
                 if pc.any(again).as_py():
                     repeats = table.filter(again)
                     lost = current.stop_keeping()
                     _release(
                         client,
                         queue,
-                        [(r, failed_here[m]) for r, m in zip(
-                            repeats.column("receipt").to_pylist(),
-                            repeats.column("message_id").to_pylist()) if r not in lost],
+                        [
+                            (r, failed_here[m])
+                            for r, m in zip(
+                                repeats.column("receipt").to_pylist(),
+                                repeats.column("message_id").to_pylist(),
+                            )
+                            if r not in lost
+                        ],
                         release_delay,
                     )
                     table = table.filter(pc.invert(again))
@@ -277,8 +292,11 @@ def consume_partition(
                 per_row = _per_row(errors, n)
                 values = receipts.to_pylist()
                 ok = [r for r, e in zip(values, per_row) if e is None and r not in lost_leases]
-                bad = [(r, e) for r, e in zip(values, per_row)
-                       if e is not None and r not in lost_leases]
+                bad = [
+                    (r, e)
+                    for r, e in zip(values, per_row)
+                    if e is not None and r not in lost_leases
+                ]
             stats["lost"] += len(lost_leases)
             if len(ok):
                 acker.ack(ok)
@@ -351,9 +369,15 @@ def _put_back(settings: ClientSettings, queue: str, receipts: list[str]) -> int:
     return released
 
 
-def _check_arguments(fn: Any, num_partitions: Any, batch_size: Any,
-                     max_messages_per_partition: Any, visibility_timeout: Any,
-                     wait_time: Any, release_delay: Any) -> None:
+def _check_arguments(
+    fn: Any,
+    num_partitions: Any,
+    batch_size: Any,
+    max_messages_per_partition: Any,
+    visibility_timeout: Any,
+    wait_time: Any,
+    release_delay: Any,
+) -> None:
     if not callable(fn):
         raise TypeError(
             f"consume_process_ack: fn must be callable (called with each batch), got "
@@ -437,8 +461,15 @@ def consume_process_ack(
     the batches it leased ahead are released with the misused one. 0 and 0 is the sequential
     loop (receive, fn, ack, in turn).
     """
-    _check_arguments(fn, num_partitions, batch_size, max_messages_per_partition,
-                     visibility_timeout, wait_time, release_delay)
+    _check_arguments(
+        fn,
+        num_partitions,
+        batch_size,
+        max_messages_per_partition,
+        visibility_timeout,
+        wait_time,
+        release_delay,
+    )
     check_int("receive_ahead", receive_ahead, 0, 8)
     check_int("acks_in_flight", acks_in_flight, 0, 8)
     settings = ClientSettings(target, token)
@@ -490,21 +521,22 @@ def consume_process_ack(
         per_partition.append(entry)
     totals = {k: sum(r[k] for r in rows) for k in _COUNTS}
     samples = [f for entry in per_partition for f in entry["failures"]][:FAILURE_SAMPLES]
-    result = ConsumeResult(**totals, per_partition=per_partition, seconds=seconds,
-                           failures=samples)
+    result = ConsumeResult(**totals, per_partition=per_partition, seconds=seconds, failures=samples)
     _log.info(
         "consume_process_ack: %s messages in %.1f s (%s/s), %s acked, %s failed, %s lost",
-        f"{result.received:,}", seconds, f"{result.rows_per_second:,.0f}", f"{result.acked:,}",
-        f"{result.failed:,}", f"{result.lost:,}",
+        f"{result.received:,}",
+        seconds,
+        f"{result.rows_per_second:,.0f}",
+        f"{result.acked:,}",
+        f"{result.failed:,}",
+        f"{result.lost:,}",
     )
     if result.failed:
         text = (
             f"consume_process_ack: fn failed with {result.failed:,} of {result.received:,} "
-            f"messages (released with their reason as last_error); first: "
-            + "; ".join(samples)
+            f"messages (released with their reason as last_error); first: " + "; ".join(samples)
         )
         if raise_on_failure:
             raise ConsumeFailedError(text, result)
         warnings.warn(text, ConsumeFailuresWarning, stacklevel=2)
     return result
-

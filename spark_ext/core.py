@@ -130,8 +130,9 @@ def send_partition(
                     f"{write_id}:{partition}", pc.cast(positions, pa.string()), ":"
                 )
             offset += batch.num_rows
-            sends.submit(client.send_arrow, queue, pa.table(columns),
-                         max_batch_bytes=max_batch_bytes)
+            sends.submit(
+                client.send_arrow, queue, pa.table(columns), max_batch_bytes=max_batch_bytes
+            )
     except BaseException:
         sends.cancel()  # a failing task: sends not started yet are not made
         raise
@@ -195,15 +196,28 @@ def write_queue(
             max_batch_bytes=max_batch_bytes,
         )
         yield pa.RecordBatch.from_pydict(
-            {"partition": [partition], "rows": [rows], "enqueued": [enqueued], "duplicates": [dups]},
+            {
+                "partition": [partition],
+                "rows": [rows],
+                "enqueued": [enqueued],
+                "duplicates": [dups],
+            },
             schema=pa.schema(
-                [("partition", pa.int32()), ("rows", pa.int64()), ("enqueued", pa.int64()),
-                 ("duplicates", pa.int64())]
+                [
+                    ("partition", pa.int32()),
+                    ("rows", pa.int64()),
+                    ("enqueued", pa.int64()),
+                    ("duplicates", pa.int64()),
+                ]
             ),
         )
 
-    used = [body_col, *(attributes or []), *([channel_col] if channel_col else []),
-            *([dedup_col] if dedup_col else [])]
+    used = [
+        body_col,
+        *(attributes or []),
+        *([channel_col] if channel_col else []),
+        *([dedup_col] if dedup_col else []),
+    ]
     out = df.select(*dict.fromkeys(used)).mapInArrow(task, _WRITE_DDL).collect()
     return WriteResult(
         rows=sum(r["rows"] for r in out),

@@ -343,7 +343,9 @@ class _Driver:
             self.seconds["commitSeconds"] += time.perf_counter() - started
         _log.info(
             "leaseq stream: committed %d batch(es), %s messages deleted (%s by this query run)",
-            len(plans), f"{deleted:,}", f"{self.committed_messages:,}",
+            len(plans),
+            f"{deleted:,}",
+            f"{self.committed_messages:,}",
         )
 
     def close(self) -> None:
@@ -352,8 +354,11 @@ class _Driver:
             try:
                 self.delete(failed)
             except Exception:  # noqa: BLE001 - stop() must not hide the query's own outcome
-                _log.error("leaseq stream: a commit's delete failed at stop; its messages "
-                           "come back when their leases end", exc_info=True)
+                _log.error(
+                    "leaseq stream: a commit's delete failed at stop; its messages "
+                    "come back when their leases end",
+                    exc_info=True,
+                )
         self.deleter.shutdown(wait=True)
         self.keeper.stop()
 
@@ -576,7 +581,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 batches = self.output.batches(table) if table.num_rows else []
                 t2 = clock()
                 yield from batches  # returns when Spark's JVM has taken them
-                waited, converted, handed = waited + t1 - t0, converted + t2 - t1, handed + clock() - t2
+                waited, converted, handed = (
+                    waited + t1 - t0,
+                    converted + t2 - t1,
+                    handed + clock() - t2,
+                )
                 if not full:
                     break  # nothing more visible: a replay stops here too
         seconds = clock() - started
@@ -584,8 +593,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         progress_logger().info(
             "leaseq stream %s of queue %s: %s messages received in %.2f s (%s/s; receive %.2f s, "
             "arrow %.2f s, hand-over %.2f s)",
-            partition.attempt_id, self.queue, f"{rows:,}", seconds, f"{rate:,.0f}", waited,
-            converted, handed,
+            partition.attempt_id,
+            self.queue,
+            f"{rows:,}",
+            seconds,
+            f"{rate:,.0f}",
+            waited,
+            converted,
+            handed,
         )
 
     def commit(self, end: dict[str, Any]) -> None:

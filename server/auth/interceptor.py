@@ -214,7 +214,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 what = "/".join(sorted(actions)) if actions != ANY else "any action"
                 shown = clip(queue)  # the request's, not checked yet: any length
                 log.debug(
-                    "denied: principal %r, %s on queue %r (needs %s)", principal.name, rpc, shown, what
+                    "denied: principal %r, %s on queue %r (needs %s)",
+                    principal.name,
+                    rpc,
+                    shown,
+                    what,
                 )
                 raise _Denied(
                     grpc.StatusCode.PERMISSION_DENIED,
@@ -251,7 +255,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return handler  # health, reflection, unknown methods (UNIMPLEMENTED)
         rpc = method[len(SERVICE_PREFIX) :]
         if rpc not in RULES:
-            return _refusal(handler, grpc.StatusCode.PERMISSION_DENIED, f"{clip(rpc)}: no rule allows it")
+            return _refusal(
+                handler, grpc.StatusCode.PERMISSION_DENIED, f"{clip(rpc)}: no rule allows it"
+            )
         try:
             credentials = _Credentials(_bearer(details.invocation_metadata))
             if credentials.token is not None:
@@ -295,7 +301,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     def _stream(
         self, behaviour: Callable[..., Any], rpc: str, credentials: _Credentials
     ) -> Callable[..., Any]:
-        async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        async def guarded(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
             names = self._certificate_names(credentials, context)
             try:
                 policy, _ = self.authorize(credentials, rpc, request, names)
@@ -323,7 +331,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return guarded
 
 
-def _replace(handler: grpc.RpcMethodHandler[Any, Any], **behaviour: Any) -> grpc.RpcMethodHandler[Any, Any]:
+def _replace(
+    handler: grpc.RpcMethodHandler[Any, Any], **behaviour: Any
+) -> grpc.RpcMethodHandler[Any, Any]:
     factory = (
         grpc.unary_stream_rpc_method_handler
         if handler.unary_stream is not None
@@ -342,7 +352,9 @@ def _refusal(
     async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         await context.abort(code, message)
 
-    async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+    async def stream(
+        request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
         await context.abort(code, message)
         yield  # pragma: no cover - makes this an async generator
 
@@ -361,4 +373,3 @@ def _refusal(
     return grpc.stream_stream_rpc_method_handler(
         stream, request_deserializer=_skip_body, response_serializer=handler.response_serializer
     )
-

@@ -191,7 +191,11 @@ def policy_from_data(data: object) -> Policy:
     seen_digests: set[bytes] = set()
     for index, entry in enumerate(entries):
         where = f"principals[{index}]"
-        entry = _keys(entry, {"name", "tokens", "certificates", "grants", "access_keys", "azure_keys", "oci_keys"}, where)
+        entry = _keys(
+            entry,
+            {"name", "tokens", "certificates", "grants", "access_keys", "azure_keys", "oci_keys"},
+            where,
+        )
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             raise PolicyError(f"{where}.name: required, a non-empty string")
@@ -324,7 +328,9 @@ def parse_policy(text: str, suffix: str = ".toml") -> Policy:
             try:
                 import yaml
             except ImportError as e:  # pragma: no cover - PyYAML is in the dev extra
-                raise PolicyError("a YAML policy needs PyYAML (pip install pyyaml); or use TOML") from e
+                raise PolicyError(
+                    "a YAML policy needs PyYAML (pip install pyyaml); or use TOML"
+                ) from e
             data = yaml.safe_load(text)
         elif suffix == ".json":
             data = json.loads(text)

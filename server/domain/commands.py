@@ -26,7 +26,11 @@ def resolve_receive(params: ReceiveParams, config: QueueConfig) -> ReceiveParams
     """Fill the queue's defaults; refuse a follow stream without leases: without one, every
     receive would deliver the same visible messages again and the stream would spin."""
     wait = config.receive_wait_time if params.wait_time is None else params.wait_time
-    vt = config.visibility_timeout if params.visibility_timeout is None else params.visibility_timeout
+    vt = (
+        config.visibility_timeout
+        if params.visibility_timeout is None
+        else params.visibility_timeout
+    )
     if params.follow and vt <= 0:
         raise InvalidArgument(
             "visibility_timeout",

@@ -273,9 +273,13 @@ def plain_batch_valid(
     and each dedup id passes `dedup_id`."""
     if bodies and max(map(len, bodies)) > config.max_message_bytes:
         return False
-    return dedup_ids is None or not dedup_ids or (
-        max(map(len, dedup_ids)) <= limits.MAX_DEDUP_ID
-        and _NOT_TEXT.search("".join(dedup_ids)) is None
+    return (
+        dedup_ids is None
+        or not dedup_ids
+        or (
+            max(map(len, dedup_ids)) <= limits.MAX_DEDUP_ID
+            and _NOT_TEXT.search("".join(dedup_ids)) is None
+        )
     )
 
 

@@ -197,7 +197,9 @@ class AllDeleted(Sequence[LeaseResult]):
 class DeleteOutcome:
     results: Sequence[LeaseResult]
     attempt_counts: list[tuple[str, int]]  # (attempt_id, deleted_count) in request order
-    deleted_keys: list[int] = field(default_factory=list)  # every key deleted, by receipt or attempt
+    deleted_keys: list[int] = field(
+        default_factory=list
+    )  # every key deleted, by receipt or attempt
 
 
 @dataclass(frozen=True)

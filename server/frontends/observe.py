@@ -30,7 +30,13 @@ def log_request(
     if queue:
         fields["queue"] = queue
     access_log.log(
-        level, "%s.%s %d %.1fms", service, method or "-", status, fields["duration_ms"], extra=fields
+        level,
+        "%s.%s %d %.1fms",
+        service,
+        method or "-",
+        status,
+        fields["duration_ms"],
+        extra=fields,
     )
 
 

@@ -289,7 +289,9 @@ class MemoryStore(Store):
             replay = self._replay(queue, attempt_id, now)
             if replay is not None:
                 return replay
-        limit = leases.delivery_room(max_messages, vt, queue.config.max_in_flight, len(queue.leased))
+        limit = leases.delivery_room(
+            max_messages, vt, queue.config.max_in_flight, len(queue.leased)
+        )
         if limit <= 0:
             raise OverLimit(name, queue.config.max_in_flight, self._earliest_lease_end(queue))
 
@@ -546,8 +548,7 @@ class MemoryStore(Store):
             heapq.heapify(queue.schedule)
         if len(queue.lease_ends) > 2 * len(queue.leased) + _COMPACT_SLACK:
             queue.lease_ends = [
-                (m.visible_at, m.key, m.version)
-                for m in (queue.messages[k] for k in queue.leased)
+                (m.visible_at, m.key, m.version) for m in (queue.messages[k] for k in queue.leased)
             ]
             heapq.heapify(queue.lease_ends)
         if len(queue.expiries) > 2 * live + _COMPACT_SLACK:

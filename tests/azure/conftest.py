@@ -27,11 +27,15 @@ FAULT = "unexpected error in Azure operation"  # what a 500 logs: bad input is n
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def azure_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FrontendServer]:
+def azure_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FrontendServer]:
     yield from http_frontend.per_store(request, tmp_path_factory, "--azure-listen", FAULT)
 
 
-def connection_string(server: FrontendServer, account: str = DEV_ACCOUNT, key: str = DEV_KEY) -> str:
+def connection_string(
+    server: FrontendServer, account: str = DEV_ACCOUNT, key: str = DEV_KEY
+) -> str:
     """What a user of Azurite writes, with QueueEndpoint pointed at the test server's port."""
     return (
         f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};"
@@ -51,7 +55,9 @@ def service(azure_server: FrontendServer) -> QueueServiceClient:
 
 @pytest.fixture
 def queue(azure_server: FrontendServer) -> QueueClient:
-    client = QueueClient.from_connection_string(connection_string(azure_server), unique(), retry_total=0)
+    client = QueueClient.from_connection_string(
+        connection_string(azure_server), unique(), retry_total=0
+    )
     client.create_queue()
     return client
 
@@ -65,7 +71,9 @@ def grpc_client(azure_server: FrontendServer) -> Iterator[LeaseqClient]:
 # --- raw HTTP, signed as the REST reference describes -------------------------------------------
 
 
-def shared_key_string(method: str, url: str, headers: dict[str, str], account: str = DEV_ACCOUNT) -> str:
+def shared_key_string(
+    method: str, url: str, headers: dict[str, str], account: str = DEV_ACCOUNT
+) -> str:
     """Azure's SharedKey string to sign, written from "Authorize with Shared Key" (independently
     of the server's shared_key.py)."""
     parts = urlsplit(url)
@@ -90,7 +98,9 @@ def shared_key_string(method: str, url: str, headers: dict[str, str], account: s
     params: dict[str, list[str]] = {}
     for pair in filter(None, parts.query.split("&")):
         name, _, value = pair.partition("=")
-        params.setdefault(requests.utils.unquote(name).lower(), []).append(requests.utils.unquote(value))
+        params.setdefault(requests.utils.unquote(name).lower(), []).append(
+            requests.utils.unquote(value)
+        )
     for name in sorted(params):
         resource += f"\n{name}:{','.join(sorted(params[name]))}"
     return "\n".join(lines) + "\n" + canonical_headers + resource
@@ -100,7 +110,9 @@ def sign(text: str, key: str = DEV_KEY) -> str:
     import hashlib
     import hmac
 
-    return base64.b64encode(hmac.new(base64.b64decode(key), text.encode(), hashlib.sha256).digest()).decode()
+    return base64.b64encode(
+        hmac.new(base64.b64decode(key), text.encode(), hashlib.sha256).digest()
+    ).decode()
 
 
 def http_date(offset: float = 0.0) -> str:

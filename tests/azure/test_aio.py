@@ -19,7 +19,9 @@ def test_aio_client_does_every_operation(azure_server):
             connection_string(azure_server), retry_total=0
         ) as service:
             await service.create_queue(name, metadata={"via": "aio"})
-            listed = [q async for q in service.list_queues(name_starts_with=name, include_metadata=True)]
+            listed = [
+                q async for q in service.list_queues(name_starts_with=name, include_metadata=True)
+            ]
             assert [(q.name, q.metadata) for q in listed] == [(name, {"via": "aio"})]
         async with QueueClient.from_connection_string(
             connection_string(azure_server),
@@ -32,7 +34,9 @@ def test_aio_client_does_every_operation(azure_server):
             assert (await queue.get_queue_properties()).metadata == {"via": "aio2"}
             await asyncio.gather(*(queue.send_message(f"m{i}") for i in range(5)))
             assert len(await queue.peek_messages(max_messages=5)) == 5
-            got = [m async for m in queue.receive_messages(messages_per_page=5, visibility_timeout=60)]
+            got = [
+                m async for m in queue.receive_messages(messages_per_page=5, visibility_timeout=60)
+            ]
             assert sorted(m.content for m in got) == [f"m{i}" for i in range(5)]
             updated = await queue.update_message(got[0], content="changed", visibility_timeout=0)
             for message in got[1:]:

@@ -46,7 +46,11 @@ def auth_server(tmp_path_factory) -> Iterator[FrontendServer]:
     policy = directory / "policy.toml"
     policy.write_text(POLICY)
     server = http_frontend.start(
-        "--azure-listen", f"sqlite:///{directory / 'leaseq.db'}", directory, "--auth-policy", str(policy)
+        "--azure-listen",
+        f"sqlite:///{directory / 'leaseq.db'}",
+        directory,
+        "--auth-policy",
+        str(policy),
     )
     try:
         yield server
@@ -55,7 +59,9 @@ def auth_server(tmp_path_factory) -> Iterator[FrontendServer]:
 
 
 def client(server: FrontendServer, account: str, key: str, queue: str) -> QueueClient:
-    return QueueClient.from_connection_string(connection_string(server, account, key), queue, retry_total=0)
+    return QueueClient.from_connection_string(
+        connection_string(server, account, key), queue, retry_total=0
+    )
 
 
 def test_keys_map_to_principals_and_their_grants(auth_server):
@@ -83,7 +89,12 @@ def test_keys_map_to_principals_and_their_grants(auth_server):
     )
     names = {q.name for q in service.list_queues()}
     assert orders in names and private not in names
-    assert client(auth_server, "prod", ADMIN_KEY, orders).get_queue_properties().approximate_message_count == 2
+    assert (
+        client(auth_server, "prod", ADMIN_KEY, orders)
+        .get_queue_properties()
+        .approximate_message_count
+        == 2
+    )
 
 
 def test_wrong_or_unknown_keys_and_the_development_account_fail(auth_server):
@@ -94,14 +105,21 @@ def test_wrong_or_unknown_keys_and_the_development_account_fail(auth_server):
         with pytest.raises(ClientAuthenticationError) as caught:
             client(auth_server, account, key, name).send_message("x")
         assert caught.value.status_code == 403 and caught.value.error_code == "AuthenticationFailed"
-    assert client(auth_server, "prod", ADMIN_KEY, name).get_queue_properties().approximate_message_count == 0
+    assert (
+        client(auth_server, "prod", ADMIN_KEY, name)
+        .get_queue_properties()
+        .approximate_message_count
+        == 0
+    )
 
 
 def test_shared_key_lite(azure_server):
     """SharedKeyLite's string to sign, written from the REST reference: VERB, Content-MD5,
     Content-Type, Date, the x-ms-* headers, the resource with only ?comp."""
     name = unique()
-    QueueClient.from_connection_string(connection_string(azure_server), name, retry_total=0).create_queue()
+    QueueClient.from_connection_string(
+        connection_string(azure_server), name, retry_total=0
+    ).create_queue()
     url = f"{azure_server.endpoint}/devstoreaccount1/{name}?comp=metadata&timeout=5"
     headers = {"x-ms-date": http_date(), "x-ms-version": "2018-03-28"}
     path = urlsplit(url).path
@@ -122,7 +140,10 @@ def test_shared_key_lite(azure_server):
     [
         ('azure_keys = [{ account = "a", key = "not base64!" }]', "base64"),
         ('azure_keys = [{ account = "", key = "AAAA" }]', "account"),
-        ('azure_keys = [{ account = "a", key = "AAAA" }, { account = "a", key = "AAAA" }]', "twice"),
+        (
+            'azure_keys = [{ account = "a", key = "AAAA" }, { account = "a", key = "AAAA" }]',
+            "twice",
+        ),
         ('azure_keys = [{ account = "a", key = "AAAA", extra = 1 }]', "unknown"),
         ('azure_keys = "a:AAAA"', "list"),
     ],

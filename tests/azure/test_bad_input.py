@@ -32,7 +32,9 @@ def assert_error(reply, status: int, code: str, **details: str) -> dict[str, str
 def loaded(azure_server):
     """A queue holding one visible and one leased message, and what it looks like."""
     name = unique()
-    client = QueueClient.from_connection_string(connection_string(azure_server), name, retry_total=0)
+    client = QueueClient.from_connection_string(
+        connection_string(azure_server), name, retry_total=0
+    )
     client.create_queue(metadata={"m": "1"})
     client.send_message("first")
     leased = client.receive_message(visibility_timeout=3600)
@@ -60,7 +62,14 @@ OUT_OF_RANGE = [
     ("GET", "/messages?visibilitytimeout=604801", "visibilitytimeout", "604801", "1", "604800"),
     ("POST", "/messages?visibilitytimeout=-1", "visibilitytimeout", "-1", "0", "604800"),
     ("POST", "/messages?visibilitytimeout=604801", "visibilitytimeout", "604801", "0", "604800"),
-    ("POST", "/messages?messagettl=120&visibilitytimeout=121", "visibilitytimeout", "121", "0", "120"),
+    (
+        "POST",
+        "/messages?messagettl=120&visibilitytimeout=121",
+        "visibilitytimeout",
+        "121",
+        "0",
+        "120",
+    ),
     ("POST", "/messages?messagettl=0", "messagettl", "0", "1", "1209600"),
     ("POST", "/messages?messagettl=-2", "messagettl", "-2", "1", "1209600"),
     ("POST", "/messages?messagettl=1209601", "messagettl", "1209601", "1", "1209600"),
@@ -74,8 +83,13 @@ def test_out_of_range_query_parameters(loaded, method, suffix, name, value, low,
     body = PUT_BODY if method == "POST" else b""
     reply = raw(method, url + suffix, body)
     assert_error(
-        reply, 400, "OutOfRangeQueryParameterValue",
-        QueryParameterName=name, QueryParameterValue=value, MinimumAllowed=low, MaximumAllowed=high,
+        reply,
+        400,
+        "OutOfRangeQueryParameterValue",
+        QueryParameterName=name,
+        QueryParameterValue=value,
+        MinimumAllowed=low,
+        MaximumAllowed=high,
     )
 
 
@@ -83,13 +97,27 @@ def test_out_of_range_update_visibility_and_list_maxresults(loaded, azure_server
     _, url, leased = loaded
     receipt = leased.pop_receipt
     for value in ("-1", "604801"):
-        reply = raw("PUT", f"{url}/messages/{leased.id}?popreceipt={receipt}&visibilitytimeout={value}")
-        assert_error(reply, 400, "OutOfRangeQueryParameterValue", QueryParameterName="visibilitytimeout",
-                     MinimumAllowed="0", MaximumAllowed="604800")
+        reply = raw(
+            "PUT", f"{url}/messages/{leased.id}?popreceipt={receipt}&visibilitytimeout={value}"
+        )
+        assert_error(
+            reply,
+            400,
+            "OutOfRangeQueryParameterValue",
+            QueryParameterName="visibilitytimeout",
+            MinimumAllowed="0",
+            MaximumAllowed="604800",
+        )
     for value in ("0", "5001"):
         reply = raw("GET", f"{azure_server.endpoint}/{DEV_ACCOUNT}?comp=list&maxresults={value}")
-        assert_error(reply, 400, "OutOfRangeQueryParameterValue", QueryParameterName="maxresults",
-                     MinimumAllowed="1", MaximumAllowed="5000")
+        assert_error(
+            reply,
+            400,
+            "OutOfRangeQueryParameterValue",
+            QueryParameterName="maxresults",
+            MinimumAllowed="1",
+            MaximumAllowed="5000",
+        )
 
 
 @pytest.mark.parametrize(
@@ -128,15 +156,22 @@ def test_malformed_xml(loaded, body):
 
 def test_malformed_xml_on_update_keeps_the_lease(loaded):
     _, url, leased = loaded
-    reply = raw("PUT", f"{url}/messages/{leased.id}?popreceipt={leased.pop_receipt}&visibilitytimeout=0",
-                b"<QueueMessage>")
+    reply = raw(
+        "PUT",
+        f"{url}/messages/{leased.id}?popreceipt={leased.pop_receipt}&visibilitytimeout=0",
+        b"<QueueMessage>",
+    )
     assert_error(reply, 400, "InvalidXmlDocument")
 
 
 def test_bodies_over_the_limits(loaded):
     client, url, _ = loaded
-    big = b"<QueueMessage><MessageText>" + b"x" * (1024 * 1024 + 1) + b"</MessageText></QueueMessage>"
-    assert_error(raw("POST", f"{url}/messages", big), 413, "RequestBodyTooLarge", MaxLimit=str(1024 * 1024))
+    big = (
+        b"<QueueMessage><MessageText>" + b"x" * (1024 * 1024 + 1) + b"</MessageText></QueueMessage>"
+    )
+    assert_error(
+        raw("POST", f"{url}/messages", big), 413, "RequestBodyTooLarge", MaxLimit=str(1024 * 1024)
+    )
     huge = b"x" * (12 * 1024 * 1024 + 1)
     assert_error(raw("POST", f"{url}/messages", huge), 413, "RequestBodyTooLarge")
     # Authentication comes first: an unsigned caller learns nothing of the limits.
@@ -146,7 +181,12 @@ def test_bodies_over_the_limits(loaded):
 @pytest.mark.parametrize(
     "headers, detail",
     [
-        ({"Authorization": "SharedKey devstoreaccount1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, "signature"),
+        (
+            {
+                "Authorization": "SharedKey devstoreaccount1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+            },
+            "signature",
+        ),
         ({"Authorization": "SharedKey devstoreaccount1"}, "not 'SharedKey"),
         ({"Authorization": "Bearer abc"}, "not 'SharedKey"),
         ({"Authorization": "SharedKey otheraccount:AAAA"}, "signature"),
@@ -157,7 +197,9 @@ def test_bodies_over_the_limits(loaded):
 )
 def test_wrong_signatures_and_bad_dates(loaded, headers, detail):
     _, url, _ = loaded
-    fields = assert_error(raw("GET", f"{url}/messages", headers=headers), 403, "AuthenticationFailed")
+    fields = assert_error(
+        raw("GET", f"{url}/messages", headers=headers), 403, "AuthenticationFailed"
+    )
     assert detail in fields["AuthenticationErrorDetail"]
 
 
@@ -183,21 +225,40 @@ def test_the_url_account_must_be_the_signing_account(loaded, azure_server):
 
 def test_pop_receipts_missing_malformed_and_of_other_messages(loaded):
     _, url, leased = loaded
-    assert_error(raw("DELETE", f"{url}/messages/{leased.id}"), 400, "MissingRequiredQueryParameter",
-                 QueryParameterName="popreceipt")
-    assert_error(raw("DELETE", f"{url}/messages/{leased.id}?popreceipt=garbage"), 400,
-                 "InvalidQueryParameterValue", QueryParameterName="popreceipt")
-    assert_error(raw("DELETE", f"{url}/messages/{'0' * 32}?popreceipt={leased.pop_receipt}"), 400,
-                 "PopReceiptMismatch")
+    assert_error(
+        raw("DELETE", f"{url}/messages/{leased.id}"),
+        400,
+        "MissingRequiredQueryParameter",
+        QueryParameterName="popreceipt",
+    )
+    assert_error(
+        raw("DELETE", f"{url}/messages/{leased.id}?popreceipt=garbage"),
+        400,
+        "InvalidQueryParameterValue",
+        QueryParameterName="popreceipt",
+    )
+    assert_error(
+        raw("DELETE", f"{url}/messages/{'0' * 32}?popreceipt={leased.pop_receipt}"),
+        400,
+        "PopReceiptMismatch",
+    )
     forged = "A" * 39 + "." + leased.id
-    assert_error(raw("DELETE", f"{url}/messages/{leased.id}?popreceipt={forged}"), 400, "PopReceiptMismatch")
-    assert_error(raw("PUT", f"{url}/messages/{leased.id}?popreceipt={leased.pop_receipt}"), 400,
-                 "MissingRequiredQueryParameter", QueryParameterName="visibilitytimeout")
+    assert_error(
+        raw("DELETE", f"{url}/messages/{leased.id}?popreceipt={forged}"), 400, "PopReceiptMismatch"
+    )
+    assert_error(
+        raw("PUT", f"{url}/messages/{leased.id}?popreceipt={leased.pop_receipt}"),
+        400,
+        "MissingRequiredQueryParameter",
+        QueryParameterName="visibilitytimeout",
+    )
 
 
 def test_metadata_that_azure_refuses(loaded):
     _, url, _ = loaded
-    assert_error(raw("PUT", f"{url}?comp=metadata", headers={"x-ms-meta-1bad": "x"}), 400, "InvalidMetadata")
+    assert_error(
+        raw("PUT", f"{url}?comp=metadata", headers={"x-ms-meta-1bad": "x"}), 400, "InvalidMetadata"
+    )
     big = {f"x-ms-meta-k{i}": "v" * 1000 for i in range(9)}
     assert_error(raw("PUT", f"{url}?comp=metadata", headers=big), 400, "MetadataTooLarge")
 
@@ -214,6 +275,12 @@ def test_odd_urls_and_verbs(loaded, azure_server):
     assert_error(raw("GET", f"{base}?restype=service&comp=properties"), 501, "NotImplemented")
     assert_error(raw("GET", f"{base}/bad%20name/messages"), 400, "InvalidResourceName")
     assert_error(raw("GET", f"{base}/{'x' * 81}/messages"), 400, "InvalidResourceName")
-    assert_error(raw("GET", f"{base}?comp=list&include=everything"), 400, "InvalidQueryParameterValue")
-    assert_error(raw("GET", f"{base}?comp=list&marker=forged"), 400, "InvalidQueryParameterValue",
-                 QueryParameterName="marker")
+    assert_error(
+        raw("GET", f"{base}?comp=list&include=everything"), 400, "InvalidQueryParameterValue"
+    )
+    assert_error(
+        raw("GET", f"{base}?comp=list&marker=forged"),
+        400,
+        "InvalidQueryParameterValue",
+        QueryParameterName="marker",
+    )

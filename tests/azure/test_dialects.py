@@ -34,7 +34,9 @@ def test_a_message_crosses_azure_grpc_sqs_and_back(both):
     with LeaseqClient(server.grpc_target) as grpc:
         (received,) = grpc.receive(name, visibility_timeout=60, wait_time=0)
         assert (received.message_id, received.body, received.delivery_count) == (
-            sent.id, b"crossing <dialects> & back", 1
+            sent.id,
+            b"crossing <dialects> & back",
+            1,
         )
         grpc.release(name, received.receipt)
 
@@ -45,7 +47,9 @@ def test_a_message_crosses_azure_grpc_sqs_and_back(both):
     )["Messages"]
     assert (message["MessageId"], message["Body"]) == (sent.id, "crossing <dialects> & back")
     assert message["Attributes"]["ApproximateReceiveCount"] == "2"
-    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+    )
 
     back = azure.receive_message(visibility_timeout=60)
     assert (back.id, back.content, back.dequeue_count) == (sent.id, "crossing <dialects> & back", 3)

@@ -42,7 +42,9 @@ def md5(body: bytes) -> str:
     "encoding, garbage", [("gzip", b"not gzip at all"), ("deflate", b"\xff" * 64)]
 )
 def test_a_body_that_does_not_decode_is_invalid_input(azure_server, queue, encoding, garbage):
-    reply = raw("POST", url_of(azure_server, queue) + "/messages", garbage, {"Content-Encoding": encoding})
+    reply = raw(
+        "POST", url_of(azure_server, queue) + "/messages", garbage, {"Content-Encoding": encoding}
+    )
     assert_error(reply, 400, "InvalidInput")
     assert reply.headers.get("Connection", "").lower() == "close"
     assert count(queue) == 0
@@ -77,7 +79,9 @@ def test_header_bytes_that_are_not_utf8_are_invalid_header_value(azure_server, q
 @pytest.mark.parametrize("encoding", ["ebcdic", "utf-7", "cp500", "no-such-encoding"])
 def test_xml_in_an_encoding_expat_cannot_read_is_invalid(azure_server, queue, encoding):
     body = f"<?xml version='1.0' encoding='{encoding}'?>{MESSAGE.format('x')}".encode()
-    assert_error(raw("POST", url_of(azure_server, queue) + "/messages", body), 400, "InvalidXmlDocument")
+    assert_error(
+        raw("POST", url_of(azure_server, queue) + "/messages", body), 400, "InvalidXmlDocument"
+    )
     assert count(queue) == 0
 
 
@@ -85,8 +89,7 @@ LAUGHS = (
     '<!DOCTYPE QueueMessage [<!ENTITY a "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa">'
     '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
     '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">'
-    '<!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">]>'
-    + MESSAGE.format("&d;")
+    '<!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">]>' + MESSAGE.format("&d;")
 )
 
 
@@ -112,7 +115,8 @@ def test_a_dtd_is_refused_whatever_the_encoding(azure_server, queue, declared, c
     got = queue.receive_message(visibility_timeout=60)
     reply = raw(
         "PUT",
-        url_of(azure_server, queue) + f"/messages/{got.id}?popreceipt={got.pop_receipt}&visibilitytimeout=0",
+        url_of(azure_server, queue)
+        + f"/messages/{got.id}?popreceipt={got.pop_receipt}&visibilitytimeout=0",
         body,
     )
     assert_error(reply, 400, "InvalidXmlDocument")
@@ -120,7 +124,7 @@ def test_a_dtd_is_refused_whatever_the_encoding(azure_server, queue, declared, c
 
 
 def test_xml_without_a_dtd_is_read_in_utf16_too(azure_server, queue):
-    text = "h\u00e9llo \U0001F600"
+    text = "h\u00e9llo \U0001f600"
     body = ('<?xml version="1.0" encoding="utf-16"?>' + MESSAGE.format(text)).encode("utf-16")
     reply = raw("POST", url_of(azure_server, queue) + "/messages", body)
     assert reply.status_code == 201, reply.text
@@ -146,9 +150,13 @@ def test_a_content_md5_that_does_not_match_is_md5_mismatch(azure_server, queue):
     url = url_of(azure_server, queue)
     body = MESSAGE.format("sent").encode()
     fields = assert_error(
-        raw("POST", url + "/messages", body, {"Content-MD5": md5(b"another body")}), 400, "Md5Mismatch"
+        raw("POST", url + "/messages", body, {"Content-MD5": md5(b"another body")}),
+        400,
+        "Md5Mismatch",
     )
-    assert fields["UserSpecifiedMd5"] == md5(b"another body") and fields["ServerCalculatedMd5"] == md5(body)
+    assert fields["UserSpecifiedMd5"] == md5(b"another body") and fields[
+        "ServerCalculatedMd5"
+    ] == md5(body)
     for bad in ("!!!", base64.b64encode(b"short").decode(), "AAAA" * 8):
         assert_error(raw("POST", url + "/messages", body, {"Content-MD5": bad}), 400, "InvalidMd5")
     assert count(queue) == 0
@@ -172,7 +180,11 @@ def test_a_pop_receipt_acts_only_on_the_message_it_was_issued_for(azure_server, 
     queue.send_message("b")
     a, b = queue.receive_messages(messages_per_page=2, max_messages=2, visibility_timeout=600)
     receipt_of_a = a.pop_receipt.rpartition(".")[0]  # the leaseq receipt inside it
-    for forged in (a.pop_receipt, f"{receipt_of_a}.{b.id}", f"{receipt_of_a}.{b.pop_receipt.rpartition('.')[2]}"):
+    for forged in (
+        a.pop_receipt,
+        f"{receipt_of_a}.{b.id}",
+        f"{receipt_of_a}.{b.pop_receipt.rpartition('.')[2]}",
+    ):
         with pytest.raises(HttpResponseError) as caught:
             queue.delete_message(b.id, forged)
         assert caught.value.status_code == 400 and caught.value.error_code == "PopReceiptMismatch"

@@ -76,7 +76,9 @@ def test_peek_of_invisible_messages_through_grpc(queue: QueueClient, grpc_client
     got = queue.receive_message(visibility_timeout=600)
     assert list(queue.peek_messages()) == []
     peeked = grpc_client.peek(queue.queue_name, include_leased=True)
-    assert [(m.message_id, m.body, m.delivery_count) for m in peeked] == [(got.id, b"leased one", 1)]
+    assert [(m.message_id, m.body, m.delivery_count) for m in peeked] == [
+        (got.id, b"leased one", 1)
+    ]
     assert peeked[0].state.name.endswith("LEASED")
 
 
@@ -114,7 +116,9 @@ def test_update_message_text_and_visibility(queue: QueueClient):
 
 def test_update_after_the_lease_ended_is_message_not_found(azure_server, grpc_client):
     name = unique()
-    client = QueueClient.from_connection_string(connection_string(azure_server), name, retry_total=0)
+    client = QueueClient.from_connection_string(
+        connection_string(azure_server), name, retry_total=0
+    )
     client.create_queue()
     client.send_message("x")
     got = client.receive_message(visibility_timeout=60)
@@ -180,7 +184,10 @@ def test_message_encodings_round_trip(azure_server, grpc_client, encode, decode,
 
 def test_get_messages_xml_has_the_reference_shape(azure_server, queue: QueueClient):
     queue.send_message("shape")
-    reply = raw("GET", f"{azure_server.endpoint}/devstoreaccount1/{queue.queue_name}/messages?numofmessages=1")
+    reply = raw(
+        "GET",
+        f"{azure_server.endpoint}/devstoreaccount1/{queue.queue_name}/messages?numofmessages=1",
+    )
     assert reply.status_code == 200
     assert re.fullmatch(
         r'<\?xml version="1.0" encoding="utf-8"\?><QueueMessagesList><QueueMessage>'

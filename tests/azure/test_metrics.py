@@ -20,7 +20,9 @@ from .conftest import FAULT, connection_string, raw, unique
 def metrics_server(tmp_path_factory) -> Iterator[tuple[http_frontend.FrontendServer, int]]:
     directory = tmp_path_factory.mktemp("azure-metrics")
     port = free_port()
-    server = http_frontend.start("--azure-listen", "memory://", directory, "--metrics-listen", f"127.0.0.1:{port}")
+    server = http_frontend.start(
+        "--azure-listen", "memory://", directory, "--metrics-listen", f"127.0.0.1:{port}"
+    )
     try:
         yield server, port
     finally:
@@ -38,7 +40,9 @@ def test_azure_requests_and_messages_are_counted(metrics_server):
     for message in got:
         queue.delete_message(message)
     with pytest.raises(ResourceNotFoundError):
-        QueueClient.from_connection_string(connection_string(server), unique("missing"), retry_total=0).receive_message()
+        QueueClient.from_connection_string(
+            connection_string(server), unique("missing"), retry_total=0
+        ).receive_message()
     raw("GET", f"{server.endpoint}/devstoreaccount1/{name}/bogus")  # no operation: method "-"
 
     found = samples(port)
@@ -46,7 +50,13 @@ def test_azure_requests_and_messages_are_counted(metrics_server):
     assert found[("leaseq_messages_received_total", (("queue", name),))] == len(got) == 3
     assert found[("leaseq_messages_deleted_total", (("queue", name),))] == 3
     service = ("service", "AzureQueueStorage")
-    assert found[("leaseq_rpcs_handled_total", (("code", "OK"), ("method", "PutMessage"), service))] == 3
+    assert (
+        found[("leaseq_rpcs_handled_total", (("code", "OK"), ("method", "PutMessage"), service))]
+        == 3
+    )
     failed = (("code", "QueueNotFound"), ("method", "GetMessages"), service)
     assert found[("leaseq_rpcs_handled_total", failed)] == 1
-    assert found[("leaseq_rpcs_handled_total", (("code", "InvalidUri"), ("method", "-"), service))] == 1
+    assert (
+        found[("leaseq_rpcs_handled_total", (("code", "InvalidUri"), ("method", "-"), service))]
+        == 1
+    )

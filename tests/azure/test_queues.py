@@ -13,7 +13,9 @@ from .conftest import FAULT, connection_string, raw, unique
 
 
 def test_create_with_metadata_then_properties_count_every_message(azure_server, grpc_client):
-    client = QueueClient.from_connection_string(connection_string(azure_server), unique(), retry_total=0)
+    client = QueueClient.from_connection_string(
+        connection_string(azure_server), unique(), retry_total=0
+    )
     client.create_queue(metadata={"team": "orders", "Owner_2": "x"})
     props = client.get_queue_properties()
     assert props.name == client.queue_name
@@ -63,7 +65,9 @@ def test_delete_then_everything_is_queue_not_found(queue: QueueClient):
 
 def test_a_queue_created_again_has_no_old_metadata(azure_server):
     name = unique()
-    client = QueueClient.from_connection_string(connection_string(azure_server), name, retry_total=0)
+    client = QueueClient.from_connection_string(
+        connection_string(azure_server), name, retry_total=0
+    )
     client.create_queue(metadata={"old": "1"})
     client.delete_queue()
     client.create_queue()
@@ -89,7 +93,9 @@ def test_list_queues_prefix_pages_and_metadata(service: QueueServiceClient):
 def test_list_queues_xml_has_the_reference_shape(azure_server):
     prefix = unique("shape")
     raw("PUT", f"{azure_server.endpoint}/devstoreaccount1/{prefix}-a")
-    reply = raw("GET", f"{azure_server.endpoint}/devstoreaccount1?comp=list&prefix={prefix}&maxresults=1")
+    reply = raw(
+        "GET", f"{azure_server.endpoint}/devstoreaccount1?comp=list&prefix={prefix}&maxresults=1"
+    )
     assert reply.status_code == 200 and reply.headers["Content-Type"] == "application/xml"
     assert reply.text == (
         '<?xml version="1.0" encoding="utf-8"?>'
@@ -100,9 +106,13 @@ def test_list_queues_xml_has_the_reference_shape(azure_server):
     )
 
 
-@pytest.mark.parametrize("name", ["ab", "Upper-case", "double--dash", "-lead", "trail-", "a" * 64, "under_score"])
+@pytest.mark.parametrize(
+    "name", ["ab", "Upper-case", "double--dash", "-lead", "trail-", "a" * 64, "under_score"]
+)
 def test_create_refuses_names_azure_refuses(azure_server, name):
-    client = QueueClient.from_connection_string(connection_string(azure_server), name, retry_total=0)
+    client = QueueClient.from_connection_string(
+        connection_string(azure_server), name, retry_total=0
+    )
     with pytest.raises(HttpResponseError) as caught:
         client.create_queue()
     assert caught.value.status_code == 400 and caught.value.error_code == "InvalidResourceName"
@@ -112,7 +122,9 @@ def test_queues_made_through_grpc_with_leaseq_names_are_reachable(azure_server, 
     name = "Grpc_" + unique()
     grpc_client.create_queue(name)
     grpc_client.send(name, b"from grpc")
-    client = QueueClient.from_connection_string(connection_string(azure_server), name, retry_total=0)
+    client = QueueClient.from_connection_string(
+        connection_string(azure_server), name, retry_total=0
+    )
     assert client.receive_message().content == "from grpc"
 
 
@@ -137,7 +149,9 @@ def test_answers_carry_request_id_version_date_and_echo_the_client_request_id(az
 def test_metadata_is_kept_by_the_store_across_a_restart(tmp_path):
     server = http_frontend.start("--azure-listen", f"sqlite:///{tmp_path / 'q.db'}", tmp_path)
     try:
-        client = QueueClient.from_connection_string(connection_string(server), unique(), retry_total=0)
+        client = QueueClient.from_connection_string(
+            connection_string(server), unique(), retry_total=0
+        )
         client.create_queue(metadata={"team": "orders"})
         client.set_queue_metadata({"team": "billing", "tier": "1"})
         assert server.process.terminate() == 0

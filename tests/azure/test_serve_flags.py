@@ -35,7 +35,9 @@ def test_the_environment_variable_turns_it_on(tmp_path, monkeypatch):
     try:
         wait_listening(port, process)
         server = SimpleNamespace(endpoint=f"http://127.0.0.1:{port}")
-        client = QueueClient.from_connection_string(connection_string(server), unique(), retry_total=0)
+        client = QueueClient.from_connection_string(
+            connection_string(server), unique(), retry_total=0
+        )
         client.create_queue()
         client.send_message("via env")
         assert client.receive_message().content == "via env"
@@ -46,6 +48,9 @@ def test_the_environment_variable_turns_it_on(tmp_path, monkeypatch):
 def test_off_by_default():
     env = {k: v for k, v in os.environ.items() if k != "LEASEQ_AZURE_LISTEN"}
     help_text = subprocess.run(
-        [sys.executable, "-m", "leaseq.cli", "serve", "--help"], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "leaseq.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
     ).stdout
     assert "--azure-listen" in help_text and "Off by default" in help_text

@@ -56,7 +56,10 @@ def test_both_workers_serve_the_same_queues(workers):
         request_ids.add(reply.headers["x-ms-request-id"])
     received = []
     while True:
-        reply = raw("GET", f"{workers.endpoint}/devstoreaccount1/{name}/messages?numofmessages=32&visibilitytimeout=600")
+        reply = raw(
+            "GET",
+            f"{workers.endpoint}/devstoreaccount1/{name}/messages?numofmessages=32&visibilitytimeout=600",
+        )
         assert reply.status_code == 200
         request_ids.add(reply.headers["x-ms-request-id"])
         texts = [t.split("</MessageText>")[0] for t in reply.text.split("<MessageText>")[1:]]

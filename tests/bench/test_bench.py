@@ -56,8 +56,9 @@ def assert_run(run: dict[str, Any], scenario: str, store: str) -> None:
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
 def test_send(store: str) -> None:
-    run = bench("send", "--store", store, "--batch", "10", "--producers", "2", "--body-bytes",
-                "50", *SHORT)
+    run = bench(
+        "send", "--store", store, "--batch", "10", "--producers", "2", "--body-bytes", "50", *SHORT
+    )
     assert_run(run, "send", store)
     assert (run["batch"], run["producers"], run["body_bytes"]) == (10, 2, 50)
     # Every message sent is still in the queue, and the counted ones are a part of them.
@@ -122,8 +123,9 @@ def test_baseline_loops_alone(tmp_path) -> None:
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
 def test_cycle_split(store: str) -> None:
-    run = bench("cycle", "--store", store, "--batch", "10", "--producers", "1", "--consumers",
-                "2", *SHORT)
+    run = bench(
+        "cycle", "--store", store, "--batch", "10", "--producers", "1", "--consumers", "2", *SHORT
+    )
     assert_run(run, "cycle", store)
     assert run["mode"] == "split" and (run["producers"], run["consumers"]) == (1, 2)
     assert run["send_msgs_per_s"] > 0
@@ -131,8 +133,23 @@ def test_cycle_split(store: str) -> None:
 
 
 def test_cycle_consume_backlog() -> None:
-    run = bench("cycle", "--store", "memory", "--batch", "100", "--producers", "0",
-                "--consumers", "2", "--backlog", "3000", "--duration", "5", "--warmup", "0")
+    run = bench(
+        "cycle",
+        "--store",
+        "memory",
+        "--batch",
+        "100",
+        "--producers",
+        "0",
+        "--consumers",
+        "2",
+        "--backlog",
+        "3000",
+        "--duration",
+        "5",
+        "--warmup",
+        "0",
+    )
     assert_run(run, "cycle", "memory")
     # A small backlog runs out early: all of it was consumed, the window ended there.
     assert run["backlog_exhausted"] is True
@@ -165,8 +182,19 @@ def test_idle(store: str) -> None:
 
 def test_target_existing_server(tmp_path) -> None:
     with server_process("memory://", tmp_path) as server:
-        run = bench("send", "--target", server.target, "--server-pid", str(server.process.pid),
-                    "--store", "memory", "--in-process", "--batch", "5", *SHORT)
+        run = bench(
+            "send",
+            "--target",
+            server.target,
+            "--server-pid",
+            str(server.process.pid),
+            "--store",
+            "memory",
+            "--in-process",
+            "--batch",
+            "5",
+            *SHORT,
+        )
         assert_run(run, "send", "memory")
         assert run["target"] == server.target
         assert run["in_process_msgs_per_s"] > 0 and run["server_cpu_percent"] is not None
@@ -178,8 +206,17 @@ def test_target_existing_server(tmp_path) -> None:
 def test_postgres() -> None:
     postgres.require_postgres()
     before = _bench_schemas()
-    run = bench("cycle", "--store", "postgres", "--dsn", postgres.dsn(), "--batch", "10",
-                "--in-process", *SHORT)
+    run = bench(
+        "cycle",
+        "--store",
+        "postgres",
+        "--dsn",
+        postgres.dsn(),
+        "--batch",
+        "10",
+        "--in-process",
+        *SHORT,
+    )
     assert_run(run, "cycle", "postgres")
     assert run["in_process_msgs_per_s"] > 0
     # The database on this machine: its backends' CPU beside the server's.
@@ -234,9 +271,21 @@ def test_bad_options(args: list[str], message: str) -> None:
 def test_unreachable_database_is_one_line() -> None:
     """libpq's message ends with a hint on a line of its own; the bench prints one line."""
     done = subprocess.run(
-        [sys.executable, "-m", "leaseq.cli", "bench", "send", "--store", "postgres", "--dsn",
-         "postgresql://postgres@127.0.0.1:1/test", *SHORT],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "leaseq.cli",
+            "bench",
+            "send",
+            "--store",
+            "postgres",
+            "--dsn",
+            "postgresql://postgres@127.0.0.1:1/test",
+            *SHORT,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()

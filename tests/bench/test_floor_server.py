@@ -26,7 +26,9 @@ def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
     address = f"127.0.0.1:{free_port()}"
     server = subprocess.Popen(
         [sys.executable, "-m", MODULE, "--listen", address, *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert server.stdout is not None
     first = server.stdout.readline()
@@ -121,9 +123,18 @@ def test_workers_and_rows_are_for_postgres_only(args: list[str], said: str) -> N
 
 def test_an_unreachable_database_or_a_taken_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
     unreachable = subprocess.run(
-        [sys.executable, "-m", MODULE, "--store", "postgres", "--dsn",
-         f"postgresql://nobody@127.0.0.1:{free_port()}/x"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            MODULE,
+            "--store",
+            "postgres",
+            "--dsn",
+            f"postgresql://nobody@127.0.0.1:{free_port()}/x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert unreachable.returncode == 1
     assert unreachable.stderr.startswith("floor_server.py: connection failed")
@@ -133,7 +144,9 @@ def test_an_unreachable_database_or_a_taken_port_is_one_line_and_exit_1(tmp_path
         address = first.split()[3].rstrip(",")
         taken = subprocess.run(
             [sys.executable, "-m", MODULE, "--listen", address, "--dir", str(tmp_path)],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert taken.returncode == 1
         assert f"floor_server.py: cannot listen on {address}" in taken.stderr

@@ -18,8 +18,7 @@ def child_env(**extra: str) -> dict[str, str]:
     """The test's environment without what the CLI must set up by itself: GRPC_VERBOSITY (the
     in-process CLI tests set it in this process) and LEASEQ_* settings."""
     env = {
-        k: v for k, v in os.environ.items()
-        if k != "GRPC_VERBOSITY" and not k.startswith("LEASEQ_")
+        k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY" and not k.startswith("LEASEQ_")
     }
     env.update(extra)
     return env

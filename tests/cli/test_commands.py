@@ -222,7 +222,9 @@ def test_redrive_of_a_queue_that_dead_letters_nothing_says_so(
 ) -> None:
     dlq = f"{queue_name}-dlq"
     leaseq.ok(["queue", "create", dlq])
-    leaseq.ok(["queue", "create", queue_name, "--dead-letter-queue", dlq, "--max-delivery-count", "5"])
+    leaseq.ok(
+        ["queue", "create", queue_name, "--dead-letter-queue", dlq, "--max-delivery-count", "5"]
+    )
     # The source queue named by mistake: say why nothing moved, and what to redrive.
     assert leaseq.ok(["redrive", queue_name]).stdout == (
         f"moved 0 message(s) from {queue_name}: no queue you can list names {queue_name} as "
@@ -238,10 +240,14 @@ def test_queue_list_keeps_each_time_on_one_line_at_80_columns(
 ) -> None:
     dlq = f"{queue_name}-dlq"
     leaseq.ok(["queue", "create", dlq])
-    leaseq.ok(["queue", "create", queue_name, "--dead-letter-queue", dlq, "--max-delivery-count", "5"])
+    leaseq.ok(
+        ["queue", "create", queue_name, "--dead-letter-queue", dlq, "--max-delivery-count", "5"]
+    )
     result = leaseq.runner.invoke(
-        cli, ["queue", "list", "--prefix", queue_name],
-        env={"LEASEQ_TARGET": leaseq.target, "COLUMNS": "80"}, catch_exceptions=False,
+        cli,
+        ["queue", "list", "--prefix", queue_name],
+        env={"LEASEQ_TARGET": leaseq.target, "COLUMNS": "80"},
+        catch_exceptions=False,
     )
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()

@@ -71,17 +71,27 @@ def test_unreadable_tls_file(flags: list[str], expected: str) -> None:
 
 
 def test_tls_key_file_missing(tls_dir: Path) -> None:
-    result = run_leaseq([
-        "queue", "list", "--tls-client-cert", str(tls_dir / "server.pem"),
-        "--tls-client-key", "/missing-key.pem",
-    ])
-    assert one_line(result, 2) == "Error: --tls-client-key /missing-key.pem: No such file or directory"
+    result = run_leaseq(
+        [
+            "queue",
+            "list",
+            "--tls-client-cert",
+            str(tls_dir / "server.pem"),
+            "--tls-client-key",
+            "/missing-key.pem",
+        ]
+    )
+    assert (
+        one_line(result, 2) == "Error: --tls-client-key /missing-key.pem: No such file or directory"
+    )
 
 
 def test_tls_file_that_is_not_pem(tls_dir: Path) -> None:
     path = tls_dir / "not-pem.txt"
     result = run_leaseq(["queue", "list", "--tls-ca", str(path)])
-    assert one_line(result, 2) == f"Error: --tls-ca: {path} is not a PEM file (no '-----BEGIN' line)"
+    assert (
+        one_line(result, 2) == f"Error: --tls-ca: {path} is not a PEM file (no '-----BEGIN' line)"
+    )
 
 
 # --- addresses -------------------------------------------------------------------------------
@@ -89,7 +99,9 @@ def test_tls_file_that_is_not_pem(tls_dir: Path) -> None:
 
 def test_port_out_of_range_is_refused() -> None:
     result = run_leaseq(["queue", "list", "--target", "127.0.0.1:99999"])
-    assert one_line(result, 2) == "Error: --target '127.0.0.1:99999': port 99999 is outside 1..65535"
+    assert (
+        one_line(result, 2) == "Error: --target '127.0.0.1:99999': port 99999 is outside 1..65535"
+    )
 
 
 def test_empty_target_is_one_line_without_grpc_logs() -> None:
@@ -141,7 +153,9 @@ def test_plaintext_against_a_tls_server(tls_server: RunningServer) -> None:
 
 def test_untrusted_server_certificate(tls_server: RunningServer, tls_dir: Path) -> None:
     target = tls_server.target
-    result = run_leaseq(["queue", "list", "--target", target, "--tls-ca", str(tls_dir / "other-ca.pem")])
+    result = run_leaseq(
+        ["queue", "list", "--target", target, "--tls-ca", str(tls_dir / "other-ca.pem")]
+    )
     assert one_line(result, 1) == (
         f"Error: the TLS certificate of {target} is not trusted (unable to get local issuer "
         "certificate): give its CA with --tls-ca"
@@ -150,7 +164,15 @@ def test_untrusted_server_certificate(tls_server: RunningServer, tls_dir: Path) 
 
 def test_tls_with_the_right_ca_works(tls_server: RunningServer, tls_dir: Path) -> None:
     result = run_leaseq(
-        ["queue", "list", "--json", "--target", tls_server.target, "--tls-ca", str(tls_dir / "ca.pem")]
+        [
+            "queue",
+            "list",
+            "--json",
+            "--target",
+            tls_server.target,
+            "--tls-ca",
+            str(tls_dir / "ca.pem"),
+        ]
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""

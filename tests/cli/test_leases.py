@@ -36,9 +36,10 @@ def test_ack_reads_receive_json_from_stdin(leaseq: Leaseq, queue: str) -> None:
     leaseq.ok(["send", queue], input="a\nb\nc\n")
     document, receipts = _received(leaseq, queue, 3)
     acked = leaseq.json("ack", queue, input=document)
-    assert acked == {"queue": queue, "results": [
-        {"receipt": r, "status": "OK", "visible_at": None} for r in receipts
-    ]}
+    assert acked == {
+        "queue": queue,
+        "results": [{"receipt": r, "status": "OK", "visible_at": None} for r in receipts],
+    }
     # Acking again is harmless: ALREADY_DELETED counts as done.
     again = leaseq("ack", queue, input=document)
     assert again.exit_code == 0
@@ -59,7 +60,8 @@ def test_a_failed_receipt_fails_the_command(leaseq: Leaseq, queue: str) -> None:
     result = leaseq("ack", queue, receipt, "not-a-receipt")
     assert result.exit_code == 1
     assert [line.split() for line in result.stdout.splitlines()] == [
-        ["OK", receipt], ["INVALID_RECEIPT", "not-a-receipt"]
+        ["OK", receipt],
+        ["INVALID_RECEIPT", "not-a-receipt"],
     ]
     assert result.stderr == "acknowledged 1 of 2\n"
 
@@ -67,7 +69,9 @@ def test_a_failed_receipt_fails_the_command(leaseq: Leaseq, queue: str) -> None:
 def test_release_with_delay_and_reason(leaseq: Leaseq, queue: str) -> None:
     leaseq.ok(["send", queue], input="a\nb\n")
     document, receipts = _received(leaseq, queue, 2, "--visibility", "10m")
-    released = leaseq.json("release", queue, "--delay", "0", "--reason", "try later", input=document)
+    released = leaseq.json(
+        "release", queue, "--delay", "0", "--reason", "try later", input=document
+    )
     assert [r["status"] for r in released["results"]] == ["OK", "OK"]
     peeked = leaseq.json("peek", queue)["messages"]
     assert [(m["state"], m["last_error"]) for m in peeked] == [("VISIBLE", "try later")] * 2
@@ -117,5 +121,7 @@ def test_json_without_receipts_is_a_usage_error(leaseq: Leaseq, queue: str) -> N
     assert result.exit_code == 2 and "has no receipt" in result.stderr
     assert result.stderr.count("\n") == 1
     broken = leaseq("ack", queue, input='{"messages": [')
-    assert broken.exit_code == 2 and broken.stderr.startswith("Error: standard input is not valid JSON")
+    assert broken.exit_code == 2 and broken.stderr.startswith(
+        "Error: standard input is not valid JSON"
+    )
     assert broken.stderr.count("\n") == 1

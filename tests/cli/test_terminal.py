@@ -54,9 +54,7 @@ def test_send_from_a_pipe_says_nothing_more(leaseq: Leaseq, queue: str) -> None:
     assert result.exit_code == 0 and result.stderr == ""
 
 
-def test_queue_delete_asks_in_a_terminal(
-    server: RunningServer, leaseq: Leaseq, queue: str
-) -> None:
+def test_queue_delete_asks_in_a_terminal(server: RunningServer, leaseq: Leaseq, queue: str) -> None:
     declined = run_in_terminal(
         ["queue", "delete", queue, "--target", server.target], stdin_is_terminal=True, typed=b"n\n"
     )
@@ -72,9 +70,7 @@ def test_queue_delete_asks_in_a_terminal(
     assert leaseq("queue", "get", queue).exit_code == 1
 
 
-def test_queue_purge_asks_in_a_terminal(
-    server: RunningServer, leaseq: Leaseq, queue: str
-) -> None:
+def test_queue_purge_asks_in_a_terminal(server: RunningServer, leaseq: Leaseq, queue: str) -> None:
     leaseq.ok(["send", queue, "keep me"])
     declined = run_in_terminal(
         ["queue", "purge", queue, "--target", server.target], stdin_is_terminal=True, typed=b"\n"

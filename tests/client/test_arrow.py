@@ -49,7 +49,9 @@ def test_round_trip_of_100000_messages_of_1_kib(tmp_path: Path) -> None:
     assert sent.column("id").to_pylist() == [str(i) for i in range(count)]
     assert received.schema == MESSAGE_SCHEMA and received.num_rows == count
     # Every body intact, under the message id its send reported.
-    by_id = dict(zip(received.column("message_id").to_pylist(), received.column("body").to_pylist()))
+    by_id = dict(
+        zip(received.column("message_id").to_pylist(), received.column("body").to_pylist())
+    )
     assert len(by_id) == count
     assert [by_id[mid] for mid in sent.column("message_id").to_pylist()] == bodies
     assert acked.schema == ACK_RESULT_SCHEMA and acked.num_rows == count
@@ -120,9 +122,7 @@ def test_acks_report_each_receipt_and_repeat_harmlessly(client: QueueClient, que
     assert client.stats(queue).total == 0
 
 
-def test_receive_arrow_of_an_empty_queue_is_an_empty_table(
-    client: QueueClient, queue: str
-) -> None:
+def test_receive_arrow_of_an_empty_queue_is_an_empty_table(client: QueueClient, queue: str) -> None:
     table = client.receive_arrow(queue, 5, wait_time=0)
     assert table.num_rows == 0 and table.schema == MESSAGE_SCHEMA
     with pytest.raises(ValueError):

@@ -206,8 +206,9 @@ def test_batches(client: QueueClient, queue: str) -> None:
     # One worker takes the batches in order: the failed one comes back after the others, maybe
     # cut in two batches; close() would put back any of it not yet started, so wait for all.
     all_seen = seen.when(
-        lambda s: bool(failed_batch)
-        and {m.text for m in s if m.delivery_count == 2} >= set(failed_batch)
+        lambda s: (
+            bool(failed_batch) and {m.text for m in s if m.delivery_count == 2} >= set(failed_batch)
+        )
     )
     sizes: list[int] = []
 

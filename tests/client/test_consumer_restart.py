@@ -27,7 +27,9 @@ def test_the_server_killed_and_restarted_mid_consumption(tmp_path: Path) -> None
         with QueueClient(server.target, retry=CLIENT_RETRY, timeout=5) as client:
             # A short lease: a batch cut off by the kill is delivered again soon after.
             client.create_queue("work", visibility_timeout=2)
-            sent = {r.message_id for r in client.send_batch("work", [f"m{i}" for i in range(COUNT)])}
+            sent = {
+                r.message_id for r in client.send_batch("work", [f"m{i}" for i in range(COUNT)])
+            }
             lock = threading.Lock()
             handled: list[str] = []
             halfway, killed, everything = threading.Event(), threading.Event(), threading.Event()

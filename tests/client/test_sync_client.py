@@ -314,9 +314,10 @@ def test_delete_by_receipt_and_by_message(client: QueueClient, queue: str) -> No
     client.send_batch(queue, ["a", "b", "c"])
     a, b, c = client.receive(queue, 3, visibility_timeout=60, wait_time=0)
     single = client.delete(queue, a.receipt)
-    assert single == DeleteResults(
-        results=(single.results[0],), attempt_results={}
-    ) and single.results[0].status is LeaseStatus.OK
+    assert (
+        single == DeleteResults(results=(single.results[0],), attempt_results={})
+        and single.results[0].status is LeaseStatus.OK
+    )
     both = client.delete(queue, [b, c.receipt])
     assert both.ok and [r.receipt for r in both.results] == [b.receipt, c.receipt]
     # A retried ack is harmless and says so.

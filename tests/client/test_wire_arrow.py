@@ -70,21 +70,28 @@ def test_messages_decode_alike(messages: list[pb.ReceivedMessage], server_time: 
     batch = _both_decode(response.SerializeToString())
     assert batch.num_rows == len(messages)
     assert batch.column("body").to_pylist() == [m.body for m in messages]
-    assert batch.column("attributes").to_pylist() == [sorted(m.attributes.items()) for m in messages]
+    assert batch.column("attributes").to_pylist() == [
+        sorted(m.attributes.items()) for m in messages
+    ]
 
 
 @settings(max_examples=100, deadline=None)
 @given(received(), received(), st.binary(max_size=20))
-def test_merge_rules_and_unknown_fields(first: pb.ReceivedMessage, second: pb.ReceivedMessage,
-                                        unknown: bytes) -> None:
+def test_merge_rules_and_unknown_fields(
+    first: pb.ReceivedMessage, second: pb.ReceivedMessage, unknown: bytes
+) -> None:
     # One message sent in two pieces merges (last value wins, maps and timestamps merge), and
     # fields the reader does not know (number 15 here, and 3 at the top level) are skipped.
     piece = first.SerializeToString() + second.SerializeToString()
     extra = b"\x7a" + bytes([len(unknown)]) + unknown  # field 15, length-delimited
     message = piece + extra
     raw = (
-        b"\x0a" + _varint(len(message)) + message
-        + b"\x1a" + bytes([len(unknown)]) + unknown  # field 3 of the response
+        b"\x0a"
+        + _varint(len(message))
+        + message
+        + b"\x1a"
+        + bytes([len(unknown)])
+        + unknown  # field 3 of the response
     )
     batch = _both_decode(raw)
     merged = pb.ReceivedMessage()
@@ -113,7 +120,9 @@ def test_bad_bytes_are_a_value_error(raw: bytes) -> None:
 
 
 def test_truncated_and_non_utf8_input_is_refused() -> None:
-    raw = pb.GetMessagesResponse(messages=[pb.ReceivedMessage(message_id="abc")]).SerializeToString()
+    raw = pb.GetMessagesResponse(
+        messages=[pb.ReceivedMessage(message_id="abc")]
+    ).SerializeToString()
     for cut in range(1, len(raw)):
         with pytest.raises(ValueError):
             _wire_arrow.decode_messages(raw[:cut], MESSAGE_SCHEMA, native=True)
@@ -127,8 +136,9 @@ rows = st.lists(st.tuples(st.binary(max_size=30), text, text), min_size=1, max_s
 
 @settings(max_examples=200, deadline=None)
 @given(rows, st.data(), st.sampled_from(["", "q", "queue-é"]))
-def test_send_requests_encode_alike(values: list[tuple[bytes, str, str]], data: st.DataObject,
-                                    queue: str) -> None:
+def test_send_requests_encode_alike(
+    values: list[tuple[bytes, str, str]], data: st.DataObject, queue: str
+) -> None:
     start = data.draw(st.integers(0, len(values) - 1))
     stop = data.draw(st.integers(start + 1, len(values)))
     offset = data.draw(st.integers(0, start))  # a sliced array: its offset is not 0
@@ -193,12 +203,14 @@ def test_a_round_trip_through_a_server_with_either_implementation(
 ) -> None:
     monkeypatch.setattr(_wire_arrow, "NATIVE", native)
     count = 25_000  # three requests each way
-    table = pa.table({
-        "body": pa.array([f"body {i}".encode() for i in range(count)], pa.binary()),
-        "channel": pa.array(["eu" if i % 2 else None for i in range(count)], pa.string()),
-        "dedup_id": pa.array([f"d{i}" for i in range(count)], pa.string()),
-        "id": pa.array(range(count), pa.int64()),
-    })
+    table = pa.table(
+        {
+            "body": pa.array([f"body {i}".encode() for i in range(count)], pa.binary()),
+            "channel": pa.array(["eu" if i % 2 else None for i in range(count)], pa.string()),
+            "dedup_id": pa.array([f"d{i}" for i in range(count)], pa.string()),
+            "id": pa.array(range(count), pa.int64()),
+        }
+    )
     with server_process("memory://", tmp_path) as server, QueueClient(server.target) as client:
         client.create_queue("q")
         sent = client.send_arrow("q", table)

@@ -150,7 +150,9 @@ def test_an_hour_forward_and_ten_minutes_back_under_load(server: RunningServer) 
             )
             return reply.results[0].message_id
 
-        def receive(queue: str, vt: float = 300, max_messages: int = 10) -> list[pb.ReceivedMessage]:
+        def receive(
+            queue: str, vt: float = 300, max_messages: int = 10
+        ) -> list[pb.ReceivedMessage]:
             request = pb.GetMessagesRequest(
                 queue=queue, max_messages=max_messages, visibility_timeout=d(vt), wait_time=d(0)
             )
@@ -179,10 +181,14 @@ def test_an_hour_forward_and_ten_minutes_back_under_load(server: RunningServer) 
         results: list[list[pb.ReceivedMessage]] = []
         poll = threading.Thread(
             target=lambda: results.append(
-                [m for r in stub.GetMessages(
-                    pb.GetMessagesRequest(queue="waiting", max_messages=1, wait_time=d(30)),
-                    timeout=SAFETY,
-                ) for m in r.messages]
+                [
+                    m
+                    for r in stub.GetMessages(
+                        pb.GetMessagesRequest(queue="waiting", max_messages=1, wait_time=d(30)),
+                        timeout=SAFETY,
+                    )
+                    for m in r.messages
+                ]
             )
         )
         poll.start()
@@ -204,7 +210,9 @@ def test_an_hour_forward_and_ten_minutes_back_under_load(server: RunningServer) 
             extend = stub.ChangeVisibility(
                 pb.ChangeVisibilityRequest(
                     queue="clk",
-                    entries=[pb.ChangeVisibilityEntry(receipt=leased.receipt, visibility_timeout=d(60))],
+                    entries=[
+                        pb.ChangeVisibilityEntry(receipt=leased.receipt, visibility_timeout=d(60))
+                    ],
                 )
             )
             assert extend.results[0].status == pb.LEASE_STATUS_LEASE_EXPIRED
@@ -225,7 +233,12 @@ def test_an_hour_forward_and_ten_minutes_back_under_load(server: RunningServer) 
             # Nothing came back, nothing was lost; stored instants stay where they are.
             state = bodies("clk")
             assert set(state) == {
-                b"leased", b"delayed", b"long-ttl", b"plain", b"delayed-later", b"fresh"
+                b"leased",
+                b"delayed",
+                b"long-ttl",
+                b"plain",
+                b"delayed-later",
+                b"fresh",
             }
             assert stats("clk").expired_total == 1
             for body in (b"leased", b"delayed", b"long-ttl", b"plain"):
@@ -240,9 +253,11 @@ def test_an_hour_forward_and_ten_minutes_back_under_load(server: RunningServer) 
             extend = stub.ChangeVisibility(
                 pb.ChangeVisibilityRequest(
                     queue="clk",
-                    entries=[pb.ChangeVisibilityEntry(
-                        receipt=again[b"plain"].receipt, visibility_timeout=d(60)
-                    )],
+                    entries=[
+                        pb.ChangeVisibilityEntry(
+                            receipt=again[b"plain"].receipt, visibility_timeout=d(60)
+                        )
+                    ],
                 )
             )
             assert extend.results[0].status == pb.LEASE_STATUS_OK
@@ -258,7 +273,13 @@ def test_an_hour_forward_and_ten_minutes_back_under_load(server: RunningServer) 
         # Every lease and delay has ended by now; the long TTL (T0+2h) has not.
         delivered = {m.body: m for m in receive("clk", vt=300)}
         assert set(delivered) == {
-            b"leased", b"delayed", b"long-ttl", b"plain", b"delayed-later", b"plain-2", b"fresh"
+            b"leased",
+            b"delayed",
+            b"long-ttl",
+            b"plain",
+            b"delayed-later",
+            b"plain-2",
+            b"fresh",
         }
         assert delivered[b"leased"].delivery_count == 3
 
@@ -267,10 +288,13 @@ def test_an_hour_forward_and_ten_minutes_back_under_load(server: RunningServer) 
         assert s.expired_total == 0
         assert len(load.sent) == s.deleted_total + s.total
         assert load.deleted <= load.sent and len(load.deleted) == s.deleted_total
-        stored = {m.message_id for m in stub.PeekMessages(
-            pb.PeekMessagesRequest(
-                queue="load", max_messages=10_000, include_leased=True, include_delayed=True
-            )
-        ).messages}
+        stored = {
+            m.message_id
+            for m in stub.PeekMessages(
+                pb.PeekMessagesRequest(
+                    queue="load", max_messages=10_000, include_leased=True, include_delayed=True
+                )
+            ).messages
+        }
         assert stored == load.sent - load.deleted
         print(f"\nclock: load sent {len(load.sent)}, deleted {len(load.deleted)}, ops {load.ops}")

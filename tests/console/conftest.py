@@ -23,8 +23,14 @@ from tests.support.process import ServerProcess, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 ADMIN_TOKEN = "console-admin-token-0123456789abcdef"
@@ -71,8 +77,16 @@ def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console
         f"sqlite:///{directory / 'leaseq.db'}",
         free_port(),
         directory / "server.log",
-        ("--console-listen", f"127.0.0.1:{port}", "--auth-policy", str(policy),
-         "--metrics-listen", f"127.0.0.1:{metrics_port}", "--log-level", "debug"),
+        (
+            "--console-listen",
+            f"127.0.0.1:{port}",
+            "--auth-policy",
+            str(policy),
+            "--metrics-listen",
+            f"127.0.0.1:{metrics_port}",
+            "--log-level",
+            "debug",
+        ),
     )
     process.start()
     server = ConsoleServer(process, port, metrics_port)
@@ -123,7 +137,9 @@ def browser():
 @pytest.fixture
 def page(browser, console_server):
     """A fresh browser context (its own cookies) per test; page errors fail the test."""
-    context = browser.new_context(viewport={"width": 1280, "height": 860}, base_url=console_server.url)
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 860}, base_url=console_server.url
+    )
     context.set_default_timeout(15_000)
     tab = context.new_page()
     errors: list[str] = []

@@ -40,7 +40,15 @@ class Browserless:
         assert status == 200, data
         self.csrf = data["csrf"]
 
-    async def call(self, method: str, path: str, body=None, *, csrf: str | None = None, raw: bytes | None = None):
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body=None,
+        *,
+        csrf: str | None = None,
+        raw: bytes | None = None,
+    ):
         headers = {}
         if method != "GET":
             headers["X-CSRF-Token"] = self.csrf if csrf is None else csrf
@@ -116,7 +124,12 @@ async def test_bad_input_is_a_clear_4xx_and_changes_nothing(admin, client: Queue
         ("PATCH", f"/api/queues/{name}", {"config": {"visibility_timeout": 10**9}}, 400),
         ("PATCH", f"/api/queues/{name}", {"config": {"max_in_flight": 1.5}}, 400),
         ("PATCH", f"/api/queues/{name}", {"config": {"max_in_flight": True}}, 400),
-        ("PATCH", f"/api/queues/{name}", {"config": {"dead_letter_queue": "missing-queue", "max_delivery_count": 3}}, 400),
+        (
+            "PATCH",
+            f"/api/queues/{name}",
+            {"config": {"dead_letter_queue": "missing-queue", "max_delivery_count": 3}},
+            400,
+        ),
         ("PATCH", f"/api/queues/{name}", {"config": "all"}, 400),
         ("PATCH", "/api/queues/missing-queue", {"config": {}}, 404),
         ("GET", f"/api/queues/{name}/messages?limit=0", None, 400),
@@ -158,7 +171,9 @@ async def test_pages_are_bounded(admin, client: QueueClient):
     assert status == 200 and len(data["messages"]) == 50 and data["next_page"]
     status, data = await admin.call("GET", f"/api/queues/{name}/messages?limit=200")
     assert len(data["messages"]) == 200
-    status, rest = await admin.call("GET", f"/api/queues/{name}/messages?limit=200&page={data['next_page']}")
+    status, rest = await admin.call(
+        "GET", f"/api/queues/{name}/messages?limit=200&page={data['next_page']}"
+    )
     assert len(rest["messages"]) == 50 and rest["next_page"] is None
     # A list shows a preview of each body, and a page stops after the message that reaches
     # 1 MiB of bodies.
@@ -173,7 +188,9 @@ async def test_pages_are_bounded(admin, client: QueueClient):
     assert status == 200 and len(data["queues"]) <= 50
 
 
-async def test_an_admin_acts_on_a_leased_message_under_the_fencing_rules(admin, client: QueueClient):
+async def test_an_admin_acts_on_a_leased_message_under_the_fencing_rules(
+    admin, client: QueueClient
+):
     name = unique("fence")
     client.create_queue(name)
     message_id = client.send(name, b'{"a": 1}')
@@ -186,7 +203,9 @@ async def test_an_admin_acts_on_a_leased_message_under_the_fencing_rules(admin, 
     assert status == 200 and detail["delivery_count"] == 1
 
     # Released by the admin: visible now; the consumer's receipt stays its lease's receipt.
-    status, data = await admin.call("POST", f"/api/queues/{name}/messages/{handle}/release", {"reason": "stuck"})
+    status, data = await admin.call(
+        "POST", f"/api/queues/{name}/messages/{handle}/release", {"reason": "stuck"}
+    )
     assert (status, data) == (200, {"status": "OK"})
     assert client.stats(name).visible == 1
     # Delivered again since: the handle of the earlier delivery changes nothing any more.
@@ -200,7 +219,9 @@ async def test_an_admin_acts_on_a_leased_message_under_the_fencing_rules(admin, 
     # With the handle of the current delivery, the admin deletes it; the consumer's ack is then
     # ALREADY_DELETED (a retried ack is harmless).
     _, data = await admin.call("GET", f"/api/queues/{name}/messages")
-    status, data = await admin.call("POST", f"/api/queues/{name}/messages/{data['messages'][0]['handle']}/delete")
+    status, data = await admin.call(
+        "POST", f"/api/queues/{name}/messages/{data['messages'][0]['handle']}/delete"
+    )
     assert status == 200
     assert client.stats(name).total == 0
     [result] = client.delete(name, [second.receipt]).results
@@ -220,7 +241,12 @@ async def test_a_peek_only_principal_reads_and_changes_nothing(console_server, c
         await reader.sign_in(READER_TOKEN)
         status, data = await reader.call("GET", f"/api/queues/{name}")
         assert status == 200 and data["can"] == {
-            "ack": False, "admin": False, "peek": True, "receive": False, "redrive": False, "send": False,
+            "ack": False,
+            "admin": False,
+            "peek": True,
+            "receive": False,
+            "redrive": False,
+            "send": False,
         }
         assert len((await reader.call("GET", f"/api/queues/{name}/messages"))[1]["messages"]) == 1
         for method, path, body in (

@@ -59,7 +59,9 @@ def test_overview_counts_change_as_messages_are_sent_and_leased(page, client, sc
 def test_a_leased_message_appears_with_its_lease_end(page, client, screenshots, tmp_path):
     queue = unique("jobs")
     client.create_queue(queue)
-    client.send(queue, json.dumps({"job": "resize", "image": 7}).encode(), attributes={"kind": "image"})
+    client.send(
+        queue, json.dumps({"job": "resize", "image": 7}).encode(), attributes={"kind": "image"}
+    )
     client.send(queue, b"waiting for its turn", delay=600)
     for n in range(3):
         client.send(queue, f"task {n}".encode(), channel="batch")
@@ -87,7 +89,9 @@ def test_a_leased_message_appears_with_its_lease_end(page, client, screenshots, 
     page.locator("button.release").click()
     confirm(page)
     page.goto(f"/#/q/{queue}")
-    expect(page.locator(f'#messages tr[data-id="{held.message_id}"]')).to_have_attribute("data-state", "visible")
+    expect(page.locator(f'#messages tr[data-id="{held.message_id}"]')).to_have_attribute(
+        "data-state", "visible"
+    )
     # (It is visible since the release: the oldest-visible order hands it out last.)
     again = {m.message_id: m for m in client.receive(queue, 10, visibility_timeout=60)}
     assert again[held.message_id].last_error == "released from the console"
@@ -157,7 +161,15 @@ def test_a_read_only_principal_cannot_purge(page, client, console_server):
     expect(page.locator("#who")).to_contain_text("auditor")
     expect(page.locator("#messages tbody tr")).to_have_count(2)
     # It sees the messages, and no button that changes data.
-    for absent in ("#purge", "#delete-queue", "#send", "#redrive", "#save-config", "button.release", "button.delete"):
+    for absent in (
+        "#purge",
+        "#delete-queue",
+        "#send",
+        "#redrive",
+        "#save-config",
+        "button.release",
+        "button.delete",
+    ):
         expect(page.locator(absent)).to_have_count(0)
     expect(page.locator("#config input").first).to_be_disabled()
     page.goto("/#/")
@@ -174,6 +186,8 @@ def test_a_read_only_principal_cannot_purge(page, client, console_server):
     assert refused.status == 403 and refused.json()["error"]["code"] == "PERMISSION_DENIED"
     listed = request.get(f"{console_server.url}/api/queues/{queue}/messages").json()["messages"]
     handle = next(m["handle"] for m in listed if m["message_id"] == held.message_id)
-    refused = request.post(f"{url.rsplit('/', 1)[0]}/messages/{handle}/release", headers={"X-CSRF-Token": csrf})
+    refused = request.post(
+        f"{url.rsplit('/', 1)[0]}/messages/{handle}/release", headers={"X-CSRF-Token": csrf}
+    )
     assert refused.status == 403
     assert client.stats(queue).total == 2 and client.stats(queue).leased == 1

@@ -53,7 +53,9 @@ async def test_an_anonymous_flood_does_not_sign_the_admin_out(console_server: Co
                         tokens.add((await response.json())["csrf"])
 
             await asyncio.gather(*(visit(flood // 8 + 1) for _ in range(8)))
-        assert len(tokens) > sessions.MAX_SESSIONS  # a fresh nonce (and token) for each cookie-less visit
+        assert (
+            len(tokens) > sessions.MAX_SESSIONS
+        )  # a fresh nonce (and token) for each cookie-less visit
         status, data = await admin.call("GET", "/api/session")
         assert status == 200 and data["signed_in"] and data["principal"] == "ops-admin"
         assert (await admin.call("GET", "/api/queues"))[0] == 200
@@ -89,7 +91,8 @@ async def test_an_anonymous_csrf_token_holds_only_with_its_own_nonce(console_ser
             csrf = (await response.json())["csrf"]
         # The token without the nonce cookie it was made for: refused.
         async with bare.post(
-            console_server.url + "/api/session", json={"token": ADMIN_TOKEN},
+            console_server.url + "/api/session",
+            json={"token": ADMIN_TOKEN},
             headers={"X-CSRF-Token": csrf},
         ) as response:
             assert response.status == 403
@@ -98,7 +101,9 @@ async def test_an_anonymous_csrf_token_holds_only_with_its_own_nonce(console_ser
 # --- malformed requests: a 4xx JSON error, no traceback ---------------------------------------
 
 
-async def test_malformed_requests_are_4xx_json_errors(console_server: ConsoleServer, client: QueueClient):
+async def test_malformed_requests_are_4xx_json_errors(
+    console_server: ConsoleServer, client: QueueClient
+):
     start = len(console_server.log())
     name = unique("bad")
     client.create_queue(name, visibility_timeout=45)
@@ -123,16 +128,21 @@ async def test_malformed_requests_are_4xx_json_errors(console_server: ConsoleSer
         for encoding, garbage in (("gzip", b"not gzip at all"), ("deflate", b"\xff" * 64)):
             url = f"{console_server.url}/api/queues"
             async with visitor.http.post(
-                url, data=garbage,
-                headers={"Content-Encoding": encoding, "X-CSRF-Token": visitor.csrf,
-                         "Content-Type": "application/json"},
+                url,
+                data=garbage,
+                headers={
+                    "Content-Encoding": encoding,
+                    "X-CSRF-Token": visitor.csrf,
+                    "Content-Type": "application/json",
+                },
             ) as response:
                 data = await response.json()
                 assert response.status == 400 and data["error"]["field"] == "body", data
         # A valid deflate body still works (the decoding is aiohttp's, the refusal only of garbage).
         valid = zlib.compress(json.dumps({"name": unique("deflated")}).encode())
         async with visitor.http.post(
-            f"{console_server.url}/api/queues", data=valid,
+            f"{console_server.url}/api/queues",
+            data=valid,
             headers={"Content-Encoding": "deflate", "X-CSRF-Token": visitor.csrf},
         ) as response:
             assert response.status == 201
@@ -147,8 +157,12 @@ async def test_malformed_requests_are_4xx_json_errors(console_server: ConsoleSer
             "POST", f"/api/queues/{name}/messages", {"body": "x", "delay": 1e308}
         )
         assert status == 400
-        for path in ("/static/" + "a" * 300 + ".js", "/static/" + "a" * 5000 + ".css",
-                     "/static/..%2Fapp.js", "/static/%00.js"):
+        for path in (
+            "/static/" + "a" * 300 + ".js",
+            "/static/" + "a" * 5000 + ".css",
+            "/static/..%2Fapp.js",
+            "/static/%00.js",
+        ):
             async with visitor.http.get(console_server.url + path) as response:
                 assert response.status == 404, path
     assert client.get_queue(name).config.visibility_timeout.total_seconds() == 45
@@ -181,7 +195,9 @@ def open_console(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[F
                 postgres.drop_schema(schema)
 
 
-async def test_lone_surrogates_are_refused_and_the_queue_keeps_working(open_console: FrontendServer):
+async def test_lone_surrogates_are_refused_and_the_queue_keeps_working(
+    open_console: FrontendServer,
+):
     name = unique("surrogate")
     log = open_console.process.log_path
     start = len(log.read_text())
@@ -192,7 +208,8 @@ async def test_lone_surrogates_are_refused_and_the_queue_keeps_working(open_cons
 
         async def post(path: str, raw: bytes) -> tuple[int, dict]:
             async with http.post(
-                open_console.endpoint + path, data=raw,
+                open_console.endpoint + path,
+                data=raw,
                 headers={"X-CSRF-Token": csrf, "Content-Type": "application/json"},
             ) as response:
                 return response.status, await response.json()
@@ -208,7 +225,10 @@ async def test_lone_surrogates_are_refused_and_the_queue_keeps_working(open_cons
         ):
             status, data = await post(f"/api/queues/{name}/messages", raw)
             assert (status, data["error"]["code"], data["error"]["field"]) == (
-                400, "INVALID_ARGUMENT", field), data
+                400,
+                "INVALID_ARGUMENT",
+                field,
+            ), data
             assert "Unicode" in data["error"]["message"]
         status, data = await post(f"/api/queues/{name}/redrive", b'{"channel": "\\udfff"}')
         assert status == 400, data
@@ -220,7 +240,9 @@ async def test_lone_surrogates_are_refused_and_the_queue_keeps_working(open_cons
         assert status == 201
     with QueueClient(open_console.grpc_target) as grpc_client:
         stats = grpc_client.stats(name)
-        assert stats.total == 1 and [c.channel for c in stats.channels] == ["c\U0001F600"]
+        assert stats.total == 1 and [c.channel for c in stats.channels] == ["c\U0001f600"]
         [message] = grpc_client.receive(name, max_messages=10, wait_time=0)
-        assert message.body == "\U0001F600".encode() and dict(message.attributes) == {"k": "\U0001F600"}
+        assert message.body == "\U0001f600".encode() and dict(message.attributes) == {
+            "k": "\U0001f600"
+        }
     assert_no_fault_since(log.read_text(), start)

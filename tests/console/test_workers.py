@@ -21,7 +21,9 @@ async def test_the_console_of_a_multi_worker_server_keeps_its_sessions(tmp_path)
     with fresh_schema() as schema:
         port = free_port()
         process = ServerProcess(
-            store_url(schema), free_port(), tmp_path / "server.log",
+            store_url(schema),
+            free_port(),
+            tmp_path / "server.log",
             ("--workers", "2", "--console-listen", f"127.0.0.1:{port}"),
         )
         process.start()
@@ -38,7 +40,8 @@ async def test_the_console_of_a_multi_worker_server_keeps_its_sessions(tmp_path)
                     async with http.get(url + "/api/session") as response:
                         csrf = (await response.json())["csrf"]
                     async with http.post(
-                        f"{url}/api/queues/{name}/messages", json={"body": "d"},
+                        f"{url}/api/queues/{name}/messages",
+                        json={"body": "d"},
                         headers={"X-CSRF-Token": csrf},
                     ) as response:
                         assert response.status == 201, await response.text()

@@ -102,9 +102,7 @@ async def make_queue(store: Store, name: str = Q, **config: object) -> str:
 
 async def send(store: Store, queue: str, *bodies: bytes | str, **options: object) -> list[str]:
     """Send one message per body (same options for each); returns the message ids."""
-    entries = [
-        NewMessage(body=b.encode() if isinstance(b, str) else b, **options) for b in bodies
-    ]
+    entries = [NewMessage(body=b.encode() if isinstance(b, str) else b, **options) for b in bodies]
     outcomes = await store.send(queue, entries)
     return [o.message_id for o in outcomes]
 

@@ -129,7 +129,9 @@ class Load:
     def _receive(self, stub: pb_grpc.QueueServiceStub, rng: random.Random, index: int) -> None:
         h = self.history
         request = pb.GetMessagesRequest(
-            queue=QUEUE, max_messages=10, visibility_timeout=LEASE,
+            queue=QUEUE,
+            max_messages=10,
+            visibility_timeout=LEASE,
             wait_time=duration_pb2.Duration(seconds=1),
         )
         messages = [m for r in stub.GetMessages(request, timeout=CALL_TIMEOUT) for m in r.messages]
@@ -163,7 +165,8 @@ class Load:
                     queue=QUEUE,
                     entries=[
                         pb.ChangeVisibilityEntry(
-                            receipt=m.receipt, visibility_timeout=duration_pb2.Duration(),
+                            receipt=m.receipt,
+                            visibility_timeout=duration_pb2.Duration(),
                             reason="crash test",
                         )
                         for m in to_release
@@ -183,7 +186,10 @@ def stored(target: str) -> dict[str, tuple[bytes, int]]:
         while True:
             page = stub.PeekMessages(
                 pb.PeekMessagesRequest(
-                    queue=QUEUE, max_messages=1000, include_leased=True, include_delayed=True,
+                    queue=QUEUE,
+                    max_messages=1000,
+                    include_leased=True,
+                    include_delayed=True,
                     page_token=token,
                 ),
                 timeout=CALL_TIMEOUT,
@@ -204,8 +210,7 @@ def integrity(db: Path) -> str:
 def check(history: History, found: dict[str, tuple[bytes, int]]) -> None:
     with history.lock:
         lost = [
-            mid for mid in history.sent
-            if mid not in found and mid not in history.delete_attempted
+            mid for mid in history.sent if mid not in found and mid not in history.delete_attempted
         ]
         assert not lost, f"acknowledged sends lost: {lost[:5]} ({len(lost)})"
         undone = sorted(history.deleted & set(found))

@@ -41,10 +41,23 @@ def test_every_enum_value_is_named(enum: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "0 s .. 7 d", "0 .. 30 s", "60 s .. 14 d", "1 KiB .. 8 MiB", "1 .. 1,000",
-        "1 .. 10,000,000", "0 .. 1 h", "1 .. 10,000", "1 .. 100,000", "0 means 1,000",
-        "0 means 100", "at most 16", "64 characters", "128 characters", "1,024 characters",
-        "1 .. 80 characters", "64 MiB",
+        "0 s .. 7 d",
+        "0 .. 30 s",
+        "60 s .. 14 d",
+        "1 KiB .. 8 MiB",
+        "1 .. 1,000",
+        "1 .. 10,000,000",
+        "0 .. 1 h",
+        "1 .. 10,000",
+        "1 .. 100,000",
+        "0 means 1,000",
+        "0 means 100",
+        "at most 16",
+        "64 characters",
+        "128 characters",
+        "1,024 characters",
+        "1 .. 80 characters",
+        "64 MiB",
     ],
 )
 def test_ranges_are_stated(text: str) -> None:
@@ -62,8 +75,14 @@ def test_the_stated_limits_are_the_servers() -> None:
 
 @pytest.mark.parametrize(
     "reason",
-    ["OUT_OF_RANGE", "QUEUE_NOT_FOUND", "QUEUE_ALREADY_EXISTS", "QUEUE_IN_USE", "OVER_LIMIT",
-     "TOO_MANY_STREAMS"],
+    [
+        "OUT_OF_RANGE",
+        "QUEUE_NOT_FOUND",
+        "QUEUE_ALREADY_EXISTS",
+        "QUEUE_IN_USE",
+        "OVER_LIMIT",
+        "TOO_MANY_STREAMS",
+    ],
 )
 def test_every_error_reason_is_listed(reason: str) -> None:
     assert f"`{reason}`" in API

@@ -57,7 +57,9 @@ def snippets(text: str) -> list[Snippet]:
         fence = re.match(r"^```(\w*)\s*$", line)
         if fence:
             end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-            found.append(Snippet(fence.group(1), "\n".join(lines[i + 1 : end]) + "\n", i + 1, heading))
+            found.append(
+                Snippet(fence.group(1), "\n".join(lines[i + 1 : end]) + "\n", i + 1, heading)
+            )
             i = end
         i += 1
     return found
@@ -156,12 +158,18 @@ def test_the_readme_has_the_snippets_this_test_expects() -> None:
     assert "leaseq ack" in TOUR.code
 
 
-def run_python(code: str, server: ServerProcess, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def run_python(
+    code: str, server: ServerProcess, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     write_tls_files(work)
     written = as_written(
-        code, server.target, server.sqs_address, tmp_path / "leaseq-demo", server.azure_address,
+        code,
+        server.target,
+        server.sqs_address,
+        tmp_path / "leaseq-demo",
+        server.azure_address,
         server.oci_address,
     )
     return subprocess.run(
@@ -193,11 +201,11 @@ def test_spark_snippets_run(server: ServerProcess, tmp_path: Path) -> None:
     # session: one Spark start-up (the slow part) instead of two. Each uses its own queues.
     if why := spark_missing():
         pytest.skip(why)
-    code = "".join(
-        f"print({s.name!r}, flush=True)\n{s.code}" for s in SPARK
-    )
+    code = "".join(f"print({s.name!r}, flush=True)\n{s.code}" for s in SPARK)
     result = run_python(code, server, tmp_path)
-    assert result.returncode == 0, f"the Spark snippets failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, (
+        f"the Spark snippets failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    )
     # What the comments promise: 1000 messages consumed and acked, 1000 rows read by the stream.
     assert "received=1000, acked=1000" in result.stdout
     assert "1000" in result.stdout.splitlines()
@@ -209,7 +217,7 @@ def test_the_tour_runs(server: ServerProcess, tmp_path: Path) -> None:
     # in ~/.local/bin for --user installs, which PATH may lack); else the same CLI through -m.
     script = (
         "set -euo pipefail\n"
-        f"command -v leaseq >/dev/null || leaseq() {{ {shlex.quote(sys.executable)} -m leaseq.cli \"$@\"; }}\n"
+        f'command -v leaseq >/dev/null || leaseq() {{ {shlex.quote(sys.executable)} -m leaseq.cli "$@"; }}\n'
         + TOUR.code
     )
     result = subprocess.run(

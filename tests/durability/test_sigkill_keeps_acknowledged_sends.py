@@ -49,8 +49,11 @@ def test_sigkill_after_answers_loses_no_acknowledged_message(tmp_path) -> None:
             while True:
                 page = stub.PeekMessages(
                     pb.PeekMessagesRequest(
-                        queue="durable", max_messages=1000, include_leased=True,
-                        include_delayed=True, page_token=token,
+                        queue="durable",
+                        max_messages=1000,
+                        include_leased=True,
+                        include_delayed=True,
+                        page_token=token,
                     )
                 )
                 found.update(m.message_id for m in page.messages)

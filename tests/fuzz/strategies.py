@@ -24,13 +24,50 @@ INT64 = (-(2**63), 2**63 - 1)
 UINT32 = (0, 2**32 - 1)
 UINT64 = (0, 2**64 - 1)
 
-BOUNDARY_INTS = [0, 1, -1, 2, 9, 10, 60, 1000, 1024, 3600, 10_000, 10_001, 43_200, 43_201,
-                 100_000, 100_001, 1_209_600, 8 * 1024 * 1024, 8 * 1024 * 1024 + 1,
-                 10_000_000, 315_576_000_000, 315_576_000_001]
-FIELD_PATHS = ["visibility_timeout", "config.visibility_timeout", "receive_wait_time",
-               "message_retention", "default_delay", "max_message_bytes", "dead_letter_queue",
-               "max_delivery_count", "max_in_flight", "dedup_window", "config", "*", "body",
-               "attributes", "", "config.", "nonsense", "config.config"]
+BOUNDARY_INTS = [
+    0,
+    1,
+    -1,
+    2,
+    9,
+    10,
+    60,
+    1000,
+    1024,
+    3600,
+    10_000,
+    10_001,
+    43_200,
+    43_201,
+    100_000,
+    100_001,
+    1_209_600,
+    8 * 1024 * 1024,
+    8 * 1024 * 1024 + 1,
+    10_000_000,
+    315_576_000_000,
+    315_576_000_001,
+]
+FIELD_PATHS = [
+    "visibility_timeout",
+    "config.visibility_timeout",
+    "receive_wait_time",
+    "message_retention",
+    "default_delay",
+    "max_message_bytes",
+    "dead_letter_queue",
+    "max_delivery_count",
+    "max_in_flight",
+    "dedup_window",
+    "config",
+    "*",
+    "body",
+    "attributes",
+    "",
+    "config.",
+    "nonsense",
+    "config.config",
+]
 
 
 class Pool:
@@ -90,8 +127,24 @@ def strings(max_size: int = 40) -> st.SearchStrategy[str]:
     return st.one_of(
         pooled(),
         pooled(damaged=True),
-        st.sampled_from(["", "*", "fz-*", "a*b", "x" * 80, "x" * 81, "\x00", "é", "../..",
-                         "fz main", "fz-main\n", "🦆", "c" * 65, "d" * 129]),
+        st.sampled_from(
+            [
+                "",
+                "*",
+                "fz-*",
+                "a*b",
+                "x" * 80,
+                "x" * 81,
+                "\x00",
+                "é",
+                "../..",
+                "fz main",
+                "fz-main\n",
+                "🦆",
+                "c" * 65,
+                "d" * 129,
+            ]
+        ),
         st.text(max_size=max_size),
         st.text(alphabet="abcfz-_*", max_size=12),
     )
@@ -109,8 +162,9 @@ def durations() -> st.SearchStrategy[duration_pb2.Duration]:
             st.sampled_from([0, 1, 5, 30, 59, 60, 300, 3600, 43_200, 43_201, 1_209_600, -1]),
             integers(*INT64),
         ),
-        nanos=st.one_of(st.just(0), st.sampled_from([1, 500_000_000, 999_999_999, 10**9, -1]),
-                        integers(*INT32)),
+        nanos=st.one_of(
+            st.just(0), st.sampled_from([1, 500_000_000, 999_999_999, 10**9, -1]), integers(*INT32)
+        ),
     )
 
 
@@ -131,9 +185,17 @@ def _scalar(field: FieldDescriptor) -> st.SearchStrategy[Any]:
         return st.booleans()
     if t == FieldDescriptor.TYPE_ENUM:
         return st.integers(-3, 12)
-    if t in (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32):
+    if t in (
+        FieldDescriptor.TYPE_INT32,
+        FieldDescriptor.TYPE_SINT32,
+        FieldDescriptor.TYPE_SFIXED32,
+    ):
         return integers(*INT32)
-    if t in (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_SFIXED64):
+    if t in (
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_SFIXED64,
+    ):
         return integers(*INT64)
     if t in (FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32):
         return integers(*UINT32)
@@ -206,13 +268,15 @@ def raw_bytes(valid: st.SearchStrategy[Message]) -> st.SearchStrategy[bytes]:
         ),
         st.tuples(serialized, st.binary(max_size=20)).map(lambda t: t[0] + t[1]),
         st.integers(1, 200).map(lambda n: b"\x12\x7f" * n),  # nested length prefixes
-        st.sampled_from([
-            b"\x0a\xff\xff\xff\xff\x0f",  # a length of 4 GiB
-            b"\x0a\x02\xc3\x28",  # invalid UTF-8 in a string field
-            b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",  # a 10-byte varint
-            b"\x0b\x0c",  # group start/end markers
-            b"\xf8\xff\xff\xff\x0f\x01",  # the largest field number
-        ]),
+        st.sampled_from(
+            [
+                b"\x0a\xff\xff\xff\xff\x0f",  # a length of 4 GiB
+                b"\x0a\x02\xc3\x28",  # invalid UTF-8 in a string field
+                b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",  # a 10-byte varint
+                b"\x0b\x0c",  # group start/end markers
+                b"\xf8\xff\xff\xff\x0f\x01",  # the largest field number
+            ]
+        ),
     )
 
 

@@ -108,9 +108,19 @@ async def snapshot(store: Any) -> list[Any]:
         while True:
             page = await store.peek(info.name, 1000, "", True, True, after)
             messages += [
-                (m.key, m.message_id, m.body, sorted(m.attributes.items()), m.channel,
-                 m.enqueued_at, m.expires_at, m.visible_at, m.delivery_count, m.last_error,
-                 m.state)
+                (
+                    m.key,
+                    m.message_id,
+                    m.body,
+                    sorted(m.attributes.items()),
+                    m.channel,
+                    m.enqueued_at,
+                    m.expires_at,
+                    m.visible_at,
+                    m.delivery_count,
+                    m.last_error,
+                    m.state,
+                )
                 for m in page.messages
             ]
             after = page.next_cursor
@@ -148,12 +158,17 @@ class Fuzzer:
         return self.server.call(lambda: snapshot(self.server.store))
 
     def root(self, method: str, request: Any) -> Any:
-        return getattr(self.stub, method)(request, metadata=CREDENTIALS_ROOT, timeout=UNARY_DEADLINE)
+        return getattr(self.stub, method)(
+            request, metadata=CREDENTIALS_ROOT, timeout=UNARY_DEADLINE
+        )
 
     def receive(self, queue: str, count: int, **kwargs: Any) -> list[pb.ReceivedMessage]:
         request = pb.GetMessagesRequest(
-            queue=queue, max_messages=count, visibility_timeout=seconds(300),
-            wait_time=seconds(0), **kwargs,
+            queue=queue,
+            max_messages=count,
+            visibility_timeout=seconds(300),
+            wait_time=seconds(0),
+            **kwargs,
         )
         out = []
         for response in self.stub.GetMessages(request, metadata=CREDENTIALS_ROOT, timeout=10):
@@ -164,7 +179,9 @@ class Fuzzer:
         """Wipe every queue and lay out the seed data; the pool gets its names, receipts, page
         tokens and attempt ids."""
         for _ in range(20):
-            names = [q.name for q in self.root("ListQueues", pb.ListQueuesRequest(page_size=1000)).queues]
+            names = [
+                q.name for q in self.root("ListQueues", pb.ListQueuesRequest(page_size=1000)).queues
+            ]
             if not names:
                 break
             for name in names:
@@ -183,8 +200,11 @@ class Fuzzer:
         self.root("CreateQueue", pb.CreateQueueRequest(name="fz-other"))
         entries = [
             pb.SendEntry(
-                id=str(i), body=f"seed-{i}".encode(), channel=["", "ch-a", "ch-b"][i % 3],
-                attributes={"n": str(i)}, dedup_id=f"dd-{i}" if i % 4 == 0 else "",
+                id=str(i),
+                body=f"seed-{i}".encode(),
+                channel=["", "ch-a", "ch-b"][i % 3],
+                attributes={"n": str(i)},
+                dedup_id=f"dd-{i}" if i % 4 == 0 else "",
                 delay=seconds(600) if i >= 12 else None,
             )
             for i in range(14)
@@ -202,8 +222,18 @@ class Fuzzer:
         peek = self.root("PeekMessages", pb.PeekMessagesRequest(queue="fz-main", max_messages=1))
         listing = self.root("ListQueues", pb.ListQueuesRequest(page_size=1))
         POOL.set(
-            ["fz-main", "fz-dlq", "fz-other", "fz-new", "ch-a", "ch-*", "att-1", "dd-0",
-             peek.next_page_token, listing.next_page_token]
+            [
+                "fz-main",
+                "fz-dlq",
+                "fz-other",
+                "fz-new",
+                "ch-a",
+                "ch-*",
+                "att-1",
+                "dd-0",
+                peek.next_page_token,
+                listing.next_page_token,
+            ]
             + [m.receipt for m in leased + attempt + other]
         )
         self.state = self.snapshot()
@@ -362,7 +392,9 @@ def test_forged_truncated_and_foreign_receipts_are_invalid_receipt(fuzzer: Fuzze
         if receipt in issued:
             return  # damaged() may give the original back
         queue = "fz-reborn" if receipt in reborn else "fz-main"
-        deleted = fuzzer.root("DeleteMessages", pb.DeleteMessagesRequest(queue=queue, receipts=[receipt]))
+        deleted = fuzzer.root(
+            "DeleteMessages", pb.DeleteMessagesRequest(queue=queue, receipts=[receipt])
+        )
         assert [r.status for r in deleted.results] == [pb.LEASE_STATUS_INVALID_RECEIPT], receipt
         changed = fuzzer.root(
             "ChangeVisibility",
@@ -373,13 +405,17 @@ def test_forged_truncated_and_foreign_receipts_are_invalid_receipt(fuzzer: Fuzze
         )
         assert [r.status for r in changed.results] == [pb.LEASE_STATUS_INVALID_RECEIPT], receipt
         with pytest.raises(grpc.RpcError) as error:
-            fuzzer.root("UpdateMessage", pb.UpdateMessageRequest(queue=queue, receipt=receipt, body=b"u"))
+            fuzzer.root(
+                "UpdateMessage", pb.UpdateMessageRequest(queue=queue, receipt=receipt, body=b"u")
+            )
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         seen["receipts"] += 1
         fuzzer.calls += 3
 
     run()
     assert fuzzer.snapshot() == before
-    done = fuzzer.root("DeleteMessages", pb.DeleteMessagesRequest(queue="fz-main", receipts=sorted(issued)))
+    done = fuzzer.root(
+        "DeleteMessages", pb.DeleteMessagesRequest(queue="fz-main", receipts=sorted(issued))
+    )
     assert [r.status for r in done.results] == [pb.LEASE_STATUS_OK] * len(issued)
     print(f"\nfuzz receipts: {seen['receipts']} receipts, {fuzzer.calls} calls")

@@ -55,7 +55,9 @@ class QuietServe(Serve):
             del self.args[at : at + 2]
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
-                self.args, stdout=subprocess.DEVNULL, stderr=stderr,
+                self.args,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"),
             )
         deadline = time.monotonic() + START_TIMEOUT

@@ -58,7 +58,9 @@ def test_huge_values_get_their_status_with_a_bounded_message_and_log_line(
             "bad message mask": _status(
                 stub.UpdateMessage,
                 pb.UpdateMessageRequest(
-                    queue="a-q", receipt="r", update_mask=field_mask_pb2.FieldMask(paths=["p" * HUGE])
+                    queue="a-q",
+                    receipt="r",
+                    update_mask=field_mask_pb2.FieldMask(paths=["p" * HUGE]),
                 ),
                 ROOT,
             ),

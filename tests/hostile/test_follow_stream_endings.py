@@ -50,7 +50,9 @@ def _follow(stub: pb_grpc.QueueServiceStub, **kwargs: object) -> grpc.aio.UnaryS
     )
 
 
-async def _ended_by_deadline(stub: pb_grpc.QueueServiceStub, index: int, reads: int) -> grpc.StatusCode:
+async def _ended_by_deadline(
+    stub: pb_grpc.QueueServiceStub, index: int, reads: int
+) -> grpc.StatusCode:
     """Reads a few responses, then stops reading: the server's writes wait on flow control when
     the deadline strikes (the ending that crashed)."""
     call = _follow(stub, timeout=0.5 + 0.05 * index)
@@ -100,9 +102,11 @@ def _fail_if_dead(process: subprocess.Popen[bytes], error: grpc.aio.AioRpcError)
 
 def _health(target: str) -> int:
     with grpc.insecure_channel(target) as channel:
-        return health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(), timeout=10
-        ).status
+        return (
+            health_pb2_grpc.HealthStub(channel)
+            .Check(health_pb2.HealthCheckRequest(), timeout=10)
+            .status
+        )
 
 
 @pytest.mark.parametrize(
@@ -141,7 +145,9 @@ def test_follow_streams_ending_under_traffic_leave_the_server_up(
             if line.startswith("{") and '"leaseq.access"' in line and "GetMessages" in line
         ]
         logged = {"debug": {"DEADLINE_EXCEEDED", "CANCELLED"}, "info": {"DEADLINE_EXCEEDED"}}
-        assert {e["rpc_code"] for e in ended} == logged.get(level, set()), [e for e in ended if e["rpc_code"] == "OK"]
+        assert {e["rpc_code"] for e in ended} == logged.get(level, set()), [
+            e for e in ended if e["rpc_code"] == "OK"
+        ]
         assert all(e["peer"].startswith("ipv4:127.0.0.1:") for e in ended)
 
 

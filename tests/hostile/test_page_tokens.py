@@ -73,7 +73,9 @@ def test_list_tokens_show_nothing_a_principal_may_not_see(stub) -> None:
 def test_peek_tokens_are_sealed_too(stub) -> None:
     stub.CreateQueue(pb.CreateQueueRequest(name="a-q"), metadata=ROOT)
     stub.SendMessages(
-        pb.SendMessagesRequest(queue="a-q", entries=[pb.SendEntry(body=b"x", channel="chan-9")] * 3),
+        pb.SendMessagesRequest(
+            queue="a-q", entries=[pb.SendEntry(body=b"x", channel="chan-9")] * 3
+        ),
         metadata=ALICE,
     )
     page = stub.PeekMessages(

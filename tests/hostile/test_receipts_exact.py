@@ -67,7 +67,9 @@ def test_a_receipt_in_the_standard_base64_alphabet_is_invalid(stub) -> None:
 
     with pytest.raises(grpc.RpcError) as refused:
         stub.UpdateMessage(
-            pb.UpdateMessageRequest(queue="q", receipt=third.receipt.translate(_STANDARD), body=b"y")
+            pb.UpdateMessageRequest(
+                queue="q", receipt=third.receipt.translate(_STANDARD), body=b"y"
+            )
         )
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "receipt" in refused.value.details()

@@ -40,7 +40,9 @@ def no_traceback(server: SqsServer) -> Iterator[None]:
     assert "Traceback" not in server.process.log_path.read_text()
 
 
-def post(server: SqsServer, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
+def post(
+    server: SqsServer, body: bytes, headers: dict[str, str]
+) -> tuple[int, bytes, dict[str, str]]:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     try:
         connection.request("POST", "/", body=body, headers=headers)
@@ -70,7 +72,9 @@ def test_garbage_under_a_content_encoding_is_400(server, no_traceback, encoding)
     garbage = b"\x1f\x8b\x08 this is not what the header says" * 10
     headers = {"Content-Encoding": encoding}
     assert query_code(*post(server, garbage, {**FORM, **headers})[:2]) == "MalformedQueryString"
-    status, payload, answer_headers = post(server, garbage, {**json_headers("ListQueues"), **headers})
+    status, payload, answer_headers = post(
+        server, garbage, {**json_headers("ListQueues"), **headers}
+    )
     assert json_code(status, payload, answer_headers) == "SerializationException"
     # A body that is what the header says still works.
     body = b"Action=ListQueues"
@@ -129,7 +133,11 @@ def test_non_utf8_header_bytes_without_a_policy_are_not_a_500(server, no_traceba
     assert status == 400 and json.loads(payload)["__type"].endswith("#InvalidAction")
     name = unique()
     status, payload = raw(
-        [b"POST / HTTP/1.1", b"Host: \xff\xfe.example", b"Content-Type: application/x-www-form-urlencoded"],
+        [
+            b"POST / HTTP/1.1",
+            b"Host: \xff\xfe.example",
+            b"Content-Type: application/x-www-form-urlencoded",
+        ],
         f"Action=CreateQueue&QueueName={name}".encode(),
     )
     assert status < 500
@@ -147,5 +155,9 @@ def test_a_name_given_as_a_structure_is_400(server, no_traceback):
     ):
         assert query_code(*post(server, form.encode(), FORM)[:2]) == "MalformedQueryString"
     # Tags are ignored (leaseq has none), a malformed one too, as before: never a 500.
-    status, _, _ = post(server, f"Action=CreateQueue&QueueName={unique()}&Tag.1.Key.x=k&Tag.1.Value=v".encode(), FORM)
+    status, _, _ = post(
+        server,
+        f"Action=CreateQueue&QueueName={unique()}&Tag.1.Key.x=k&Tag.1.Value=v".encode(),
+        FORM,
+    )
     assert status == 200

@@ -53,7 +53,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def server(store_url: str, tmp_path: Path) -> Iterator[SqsServer]:
-    server = start_server(store_url, tmp_path, store="sqlite" if "sqlite" in store_url else "postgres")
+    server = start_server(
+        store_url, tmp_path, store="sqlite" if "sqlite" in store_url else "postgres"
+    )
     try:
         yield server
     finally:
@@ -92,7 +94,8 @@ def test_reserved_attribute_names_are_refused_from_grpc(server: SqsServer) -> No
     assert sorted(m["Body"] for m in got["Messages"]) == ["innocent-1", "innocent-2"]
     # Through SQS the dialect still writes its own reserved attribute: types survive the trip.
     sqs.send_message(
-        QueueUrl=url, MessageBody="typed",
+        QueueUrl=url,
+        MessageBody="typed",
         MessageAttributes={"n": {"DataType": "Number", "StringValue": "7"}},
     )
     (typed,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
@@ -141,7 +144,8 @@ def test_a_stored_poison_message_does_not_break_receive(server: SqsServer, store
     # Query protocol: the same, as XML.
     form = f"Action=ReceiveMessage&QueueUrl={query_url}&MaxNumberOfMessages=10&MessageAttributeName.1=All"
     request = urllib.request.Request(
-        server.endpoint + "/", data=form.encode(),
+        server.endpoint + "/",
+        data=form.encode(),
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     with urllib.request.urlopen(request, timeout=30) as response:

@@ -39,7 +39,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqsServer]:
     directory = tmp_path_factory.mktemp("sqs-sigv4")
     policy = directory / "policy.toml"
     policy.write_text(POLICY)
-    server = start_server(f"sqlite:///{directory / 'leaseq.db'}", directory, "--auth-policy", str(policy))
+    server = start_server(
+        f"sqlite:///{directory / 'leaseq.db'}", directory, "--auth-policy", str(policy)
+    )
     try:
         yield server
     finally:
@@ -97,12 +99,19 @@ def signed(
     return out
 
 
-def send(url: str, body: bytes, headers: dict[str, str], method: str = "POST") -> tuple[int, bytes, dict[str, str]]:
+def send(
+    url: str, body: bytes, headers: dict[str, str], method: str = "POST"
+) -> tuple[int, bytes, dict[str, str]]:
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     try:
         path = parts.path or "/"
-        connection.request(method, path + (f"?{parts.query}" if parts.query else ""), body=body or None, headers=headers)
+        connection.request(
+            method,
+            path + (f"?{parts.query}" if parts.query else ""),
+            body=body or None,
+            headers=headers,
+        )
         response = connection.getresponse()
         return response.status, response.read(), {k.lower(): v for k, v in response.getheaders()}
     finally:
@@ -127,7 +136,9 @@ def test_a_signed_list_queues_replayed_with_a_delete_queue_body_is_refused(serve
         status, _, _ = send(endpoint, listing, headers)
         assert status == 200  # the request as signed is good
         forged = f"Action=DeleteQueue&QueueUrl={important}".encode()
-        status, payload, _ = send(endpoint, forged, dict(headers, **{"Content-Length": str(len(forged))}))
+        status, payload, _ = send(
+            endpoint, forged, dict(headers, **{"Content-Length": str(len(forged))})
+        )
         assert status == 403
         code, message = query_error(payload)
         assert code == "SignatureDoesNotMatch", message
@@ -140,7 +151,9 @@ def test_a_signed_list_queues_replayed_with_a_delete_queue_body_is_refused(serve
         "SignatureDoesNotMatch",
         "The provided 'x-amz-content-sha256' header does not match what was computed.",
     )
-    unsigned_payload = signed(endpoint, listing, {"Content-Type": FORM, "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"})
+    unsigned_payload = signed(
+        endpoint, listing, {"Content-Type": FORM, "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"}
+    )
     assert send(endpoint, listing, unsigned_payload)[0] == 403
 
 
@@ -151,7 +164,9 @@ def test_a_json_send_message_with_a_forged_message_body_is_refused(server, admin
     body = json.dumps({"QueueUrl": url, "MessageBody": "pay 1 EUR"}).encode()
     headers = signed(endpoint, body, target, content_sha256=True)
     forged = json.dumps({"QueueUrl": url, "MessageBody": "pay 1000 EUR"}).encode()
-    status, payload, response_headers = send(endpoint, forged, dict(headers, **{"Content-Length": str(len(forged))}))
+    status, payload, response_headers = send(
+        endpoint, forged, dict(headers, **{"Content-Length": str(len(forged))})
+    )
     assert status == 403
     assert json.loads(payload)["__type"].endswith("#InvalidSignatureException")
     assert response_headers["x-amzn-query-error"] == "SignatureDoesNotMatch;Sender"
@@ -164,7 +179,9 @@ def test_an_unsigned_x_amz_target_cannot_change_the_action(server, admin):
     important = admin.create_queue(QueueName=unique("important"))["QueueUrl"]
     endpoint = server.endpoint + "/"
     body = json.dumps({"QueueUrl": important, "AttributeNames": ["All"]}).encode()
-    headers = signed(endpoint, body, {"Content-Type": JSON})  # X-Amz-Target left out of the signature
+    headers = signed(
+        endpoint, body, {"Content-Type": JSON}
+    )  # X-Amz-Target left out of the signature
     headers["X-Amz-Target"] = "AmazonSQS.DeleteQueue"
     status, payload, response_headers = send(endpoint, body, headers)
     assert status == 400
@@ -177,9 +194,14 @@ def test_an_unsigned_x_amz_target_cannot_change_the_action(server, admin):
 def test_a_credential_scoped_to_another_service_is_refused(server, admin, service):
     endpoint = server.endpoint + "/"
     body = b"Action=ListQueues"
-    status, payload, _ = send(endpoint, body, signed(endpoint, body, {"Content-Type": FORM}, service=service))
+    status, payload, _ = send(
+        endpoint, body, signed(endpoint, body, {"Content-Type": FORM}, service=service)
+    )
     assert status == 403
-    assert query_error(payload) == ("SignatureDoesNotMatch", "Credential should be scoped to correct service: 'sqs'.")
+    assert query_error(payload) == (
+        "SignatureDoesNotMatch",
+        "Credential should be scoped to correct service: 'sqs'.",
+    )
 
 
 def test_a_scope_day_other_than_x_amz_date_is_refused(server, admin):
@@ -193,12 +215,17 @@ def test_a_scope_day_other_than_x_amz_date_is_refused(server, admin):
         assert status == 403
         code, message = query_error(payload)
         assert code == "SignatureDoesNotMatch"
-        assert message.startswith("Date in Credential scope does not match YYYYMMDD") and day in message
+        assert (
+            message.startswith("Date in Credential scope does not match YYYYMMDD")
+            and day in message
+        )
     # JSON protocol: the same refusal in its shape.
     target = {"Content-Type": JSON, "X-Amz-Target": "AmazonSQS.ListQueues"}
     headers = signed(endpoint, b"{}", target, scope_day="20200101")
     status, payload, response_headers = send(endpoint, b"{}", headers)
-    assert status == 403 and response_headers["x-amzn-query-error"] == "SignatureDoesNotMatch;Sender"
+    assert (
+        status == 403 and response_headers["x-amzn-query-error"] == "SignatureDoesNotMatch;Sender"
+    )
 
 
 def test_plus_and_percent_2b_sign_what_they_parse_as(server, admin):
@@ -217,7 +244,9 @@ def test_plus_and_percent_2b_sign_what_they_parse_as(server, admin):
     # A space signed as '+' (as a browser's form would send it) is that space.
     spaced_url = signed_url.replace("1%2B1", "one+two")
     assert send(spaced_url, b"", signed(spaced_url, method="GET"), method="GET")[0] == 200
-    bodies = sorted(m["Body"] for m in admin.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"])
+    bodies = sorted(
+        m["Body"] for m in admin.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]
+    )
     assert bodies == ["1+1", "one two"]
 
 

@@ -27,13 +27,16 @@ SAFE = "a\ufffdb\ufffdc\ufffdd\ufffde\ufffdf\ufffdg\ufffdh\tkept\nkept"
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqsServer]:
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SqsServer]:
     yield from http_frontend.per_store(request, tmp_path_factory, "--sqs-listen", FAULT)
 
 
 def query(endpoint: str, params: dict[str, str]) -> tuple[int, bytes]:
     request = urllib.request.Request(
-        endpoint + "/", data=urllib.parse.urlencode(params).encode(),
+        endpoint + "/",
+        data=urllib.parse.urlencode(params).encode(),
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     try:
@@ -64,8 +67,13 @@ def test_a_grpc_message_with_control_characters_is_well_formed_xml(server: SqsSe
 
     status, payload = query(
         server.endpoint,
-        {"Action": "ReceiveMessage", "QueueUrl": url, "MaxNumberOfMessages": "10",
-         "MessageAttributeName.1": "All", "VisibilityTimeout": "0"},
+        {
+            "Action": "ReceiveMessage",
+            "QueueUrl": url,
+            "MaxNumberOfMessages": "10",
+            "MessageAttributeName.1": "All",
+            "VisibilityTimeout": "0",
+        },
     )
     assert status == 200
     root = ET.fromstring(payload)  # well-formed: this raised on the raw characters
@@ -88,16 +96,25 @@ def test_a_grpc_message_with_control_characters_is_well_formed_xml(server: SqsSe
     assert raw["MD5OfMessageAttributes"] == attributes_md5({f"k{RAW}": RAW, "plain": "x"})
 
 
-def test_sqs_refuses_them_at_send_and_errors_that_echo_them_stay_well_formed(server: SqsServer) -> None:
+def test_sqs_refuses_them_at_send_and_errors_that_echo_them_stay_well_formed(
+    server: SqsServer,
+) -> None:
     sqs = boto3_client(server.endpoint)
     url = sqs.create_queue(QueueName=unique())["QueueUrl"]
-    status, payload = query(server.endpoint, {"Action": "SendMessage", "QueueUrl": url, "MessageBody": RAW})
+    status, payload = query(
+        server.endpoint, {"Action": "SendMessage", "QueueUrl": url, "MessageBody": RAW}
+    )
     assert status == 400
     assert ET.fromstring(payload).find("sqs:Error/sqs:Code", NS).text == "InvalidMessageContents"
     for params in (
         {"Action": f"Bogus{RAW}"},
         {"Action": "ReceiveMessage", "QueueUrl": url, "MaxNumberOfMessages": f"1{RAW}"},
-        {"Action": "SetQueueAttributes", "QueueUrl": url, "Attribute.1.Name": f"X{RAW}", "Attribute.1.Value": "1"},
+        {
+            "Action": "SetQueueAttributes",
+            "QueueUrl": url,
+            "Attribute.1.Name": f"X{RAW}",
+            "Attribute.1.Value": "1",
+        },
     ):
         status, payload = query(server.endpoint, params)
         assert 400 <= status < 500

@@ -66,7 +66,9 @@ def _render(directory: Path, visiting: set[Path]) -> list[dict[str, Any]]:
     kustomization = yaml.safe_load(path.read_text()) or {}
     unsupported = set(kustomization) - SUPPORTED
     if unsupported:
-        raise KustomizeError(f"{path}: {sorted(unsupported)} not supported by tests/k8s/kustomize.py")
+        raise KustomizeError(
+            f"{path}: {sorted(unsupported)} not supported by tests/k8s/kustomize.py"
+        )
     objects: list[dict[str, Any]] = []
     for entry in kustomization.get("resources", []):
         target = (directory / entry).resolve()

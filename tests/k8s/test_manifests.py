@@ -194,7 +194,7 @@ def test_sqlite_is_one_stateful_replica_on_a_volume() -> None:
     c = container(objects)
     [store] = [e for e in c["env"] if e["name"] == "LEASEQ_STORE"]
     assert store["value"].startswith("sqlite:///")
-    db_dir = str(Path(store["value"][len("sqlite://"):]).parent)
+    db_dir = str(Path(store["value"][len("sqlite://") :]).parent)
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     assert mounts[db_dir] == claim["metadata"]["name"]
     # The pod runs as a user that can write the volume.

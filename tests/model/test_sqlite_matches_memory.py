@@ -67,9 +67,7 @@ class StoresAgree(RuleBasedStateMachine):
         """Call method on both stores, return (memory answer, sqlite answer)."""
         answers = []
         for store in (self.memory, self.sqlite):
-            answers.append(
-                _outcome(lambda s=store: self.run(getattr(s, method)(*args, **kwargs)))
-            )
+            answers.append(_outcome(lambda s=store: self.run(getattr(s, method)(*args, **kwargs))))
         return answers
 
     def pick_receipts(self, data, allow_garbage: bool = True) -> tuple[str, str]:
@@ -175,21 +173,21 @@ class StoresAgree(RuleBasedStateMachine):
         attempt=ATTEMPTS,
     )
     def receive(self, queue, max_messages, visibility, channel_filter, attempt) -> None:
-        mem, sql = self.both(
-            "receive", queue, max_messages, visibility, channel_filter, attempt
-        )
+        mem, sql = self.both("receive", queue, max_messages, visibility, channel_filter, attempt)
         if mem[0] == "error" or sql[0] == "error":
             assert mem == sql
             return
-        assert [_delivered(m) for m in mem[1].messages] == [
-            _delivered(m) for m in sql[1].messages
-        ]
+        assert [_delivered(m) for m in mem[1].messages] == [_delivered(m) for m in sql[1].messages]
         assert mem[1].next_visible_at == sql[1].next_visible_at
         for a, b in zip(mem[1].messages, sql[1].messages):
             self.receipts.append((a.receipt, b.receipt))
 
     @precondition(lambda self: self.receipts)
-    @rule(data=st.data(), visibility=st.sampled_from([0.0, 5.0, 20.0]), reason=st.sampled_from(["", "boom"]))
+    @rule(
+        data=st.data(),
+        visibility=st.sampled_from([0.0, 5.0, 20.0]),
+        reason=st.sampled_from(["", "boom"]),
+    )
     def change_visibility(self, data, visibility, reason) -> None:
         pair = self.pick_receipts(data)
         mem, sql = (
@@ -210,7 +208,9 @@ class StoresAgree(RuleBasedStateMachine):
         answers = []
         for index, store in enumerate((self.memory, self.sqlite)):
             receipts = [pair[index] for pair in pairs]
-            answers.append(_outcome(lambda s=store, r=receipts: self.run(s.delete(QUEUE, r, attempts))))
+            answers.append(
+                _outcome(lambda s=store, r=receipts: self.run(s.delete(QUEUE, r, attempts)))
+            )
         mem, sql = answers
         assert mem[0] == sql[0]
         if mem[0] == "ok":

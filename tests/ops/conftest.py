@@ -60,12 +60,20 @@ class Serve:
         # Port 0 everywhere: the server picks free ports and logs them (no race with other
         # processes for a port chosen in advance).
         self.args = [
-            sys.executable, "-m", "leaseq.cli", "serve",
-            "--store", store_url,
-            "--listen", "127.0.0.1:0",
-            "--health-listen", "127.0.0.1:0",
-            "--metrics-listen", "127.0.0.1:0",
-            "--log-format", "json",
+            sys.executable,
+            "-m",
+            "leaseq.cli",
+            "serve",
+            "--store",
+            store_url,
+            "--listen",
+            "127.0.0.1:0",
+            "--health-listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
             *extra,
         ]
         self.process: subprocess.Popen[bytes] | None = None
@@ -97,7 +105,9 @@ class Serve:
                 raise TimeoutError(f"leaseq serve did not start: {self.stderr()[-2000:]}")
             time.sleep(0.02)
         self.port, self.health_port, self.metrics_port = (
-            ports["listening"], ports["health"], ports["metrics"]
+            ports["listening"],
+            ports["health"],
+            ports["metrics"],
         )
         self.target = f"127.0.0.1:{self.port}"
         self.health_target = f"127.0.0.1:{self.health_port}"

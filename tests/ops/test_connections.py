@@ -85,7 +85,8 @@ def health_status(target: str, wait: bool = False) -> int:
     with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         return stub.Check(
-            health_pb2.HealthCheckRequest(), timeout=DEADLINE if wait else SAFETY,
+            health_pb2.HealthCheckRequest(),
+            timeout=DEADLINE if wait else SAFETY,
             wait_for_ready=wait,
         ).status
 
@@ -210,9 +211,12 @@ def test_the_metrics_endpoint_caps_connections_and_closes_silent_ones(
     try:
         with socket.create_connection(("127.0.0.1", endpoint.port)) as silent:
             wait_all_closed([silent])
-        assert b"leaseq_rpcs_handled" in urllib.request.urlopen(
-            f"http://127.0.0.1:{endpoint.port}/metrics", timeout=SAFETY
-        ).read()
+        assert (
+            b"leaseq_rpcs_handled"
+            in urllib.request.urlopen(
+                f"http://127.0.0.1:{endpoint.port}/metrics", timeout=SAFETY
+            ).read()
+        )
     finally:
         endpoint.close()
     assert "Traceback" not in capfd.readouterr().err

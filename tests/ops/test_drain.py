@@ -117,7 +117,9 @@ async def test_sigterm_drains_calls_in_flight_and_loses_nothing(serve_process, t
             )
         )
         watches = [
-            health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
+            health_pb2_grpc.HealthStub(ch).Watch(
+                health_pb2.HealthCheckRequest(service=SERVICE_NAME)
+            )
             for ch in (health_channel, channel)
         ]
         for watch in watches:

@@ -30,9 +30,10 @@ def statuses(channel: grpc.Channel) -> dict[str, int]:
 
 
 def test_health_port_serves_health_only_and_liveness_survives_the_drain() -> None:
-    with running_server(health_listen="127.0.0.1:0") as server, grpc.insecure_channel(
-        f"127.0.0.1:{server.app.health_port}"
-    ) as channel:
+    with (
+        running_server(health_listen="127.0.0.1:0") as server,
+        grpc.insecure_channel(f"127.0.0.1:{server.app.health_port}") as channel,
+    ):
         assert statuses(channel) == {"": SERVING, SERVICE_NAME: SERVING, LIVENESS_SERVICE: SERVING}
         # Nothing but health there: no queue service, no reflection.
         with pytest.raises(grpc.RpcError) as caught:

@@ -141,7 +141,11 @@ def test_configure_logging_auto_picks_json_off_a_terminal() -> None:
             return True
 
     root = logging.getLogger()
-    saved = root.handlers[:], root.level, {n: logging.getLogger(n).level for n in ("grpc", "asyncio")}
+    saved = (
+        root.handlers[:],
+        root.level,
+        {n: logging.getLogger(n).level for n in ("grpc", "asyncio")},
+    )
     try:
         for stream, is_json in ((io.StringIO(), True), (Tty(), False)):
             logs.configure_logging("info", "auto", stream)

@@ -166,8 +166,10 @@ def test_counters_histograms_and_queue_gauges_after_traffic(metered) -> None:
     follow.cancel()
     after = until_scraped(
         endpoint.port,
-        lambda s: s.get_value("leaseq_receive_streams_in_flight", mode="follow") == 0
-        and sum(handled_codes(s, "GetMessages").values()) == 4,
+        lambda s: (
+            s.get_value("leaseq_receive_streams_in_flight", mode="follow") == 0
+            and sum(handled_codes(s, "GetMessages").values()) == 4
+        ),
     )
     assert after.get_value("leaseq_receive_streams_in_flight", mode="follow") == 0
     assert after.get_value("leaseq_rpcs_in_flight", service=Q, method="GetMessages") == 0
@@ -219,7 +221,9 @@ def test_counters_histograms_and_queue_gauges_after_traffic(metered) -> None:
     assert after.get_value("leaseq_queue_oldest_visible_age_seconds", queue="m") == 2
     assert after.get_value("leaseq_queues") == 4
     assert after.get_value("leaseq_store_up") == 1
-    assert not [labels for labels in after.series("leaseq_queue_messages") if ("queue", "gone") in labels]
+    assert not [
+        labels for labels in after.series("leaseq_queue_messages") if ("queue", "gone") in labels
+    ]
 
 
 def test_scrapes_share_one_store_collection_within_the_ttl() -> None:

@@ -25,10 +25,14 @@ def policy(tmp_path: Path) -> Path:
 def test_public_metrics_are_refused_without_allow_unauthenticated(tmp_path: Path) -> None:
     data = tmp_path / "data"
     result = serve(
-        "--store", f"sqlite:///{data}/leaseq.db",
-        "--listen", "0.0.0.0:0",
-        "--auth-policy", str(policy(tmp_path)),  # the gRPC port is protected ...
-        "--metrics-listen", "0.0.0.0:0",  # ... /metrics would not be
+        "--store",
+        f"sqlite:///{data}/leaseq.db",
+        "--listen",
+        "0.0.0.0:0",
+        "--auth-policy",
+        str(policy(tmp_path)),  # the gRPC port is protected ...
+        "--metrics-listen",
+        "0.0.0.0:0",  # ... /metrics would not be
     )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
@@ -44,9 +48,12 @@ def test_public_metrics_with_allow_unauthenticated(
     serve_process: type[Serve], tmp_path: Path
 ) -> None:
     server = serve_process(
-        tmp_path, "memory://",
-        "--auth-policy", str(policy(tmp_path)),
-        "--metrics-listen", "0.0.0.0:0",
+        tmp_path,
+        "memory://",
+        "--auth-policy",
+        str(policy(tmp_path)),
+        "--metrics-listen",
+        "0.0.0.0:0",
         "--allow-unauthenticated",
     ).start()
     with QueueClient(server.target, token=TOKEN) as client:

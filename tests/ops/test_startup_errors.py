@@ -67,7 +67,9 @@ def test_a_port_some_other_program_listens_on(tmp_path: Path) -> None:
         other.bind(("127.0.0.1", 0))
         other.listen()
         port = other.getsockname()[1]
-        result = serve("--store", f"sqlite:///{tmp_path}/data/leaseq.db", "--listen", f"localhost:{port}")
+        result = serve(
+            "--store", f"sqlite:///{tmp_path}/data/leaseq.db", "--listen", f"localhost:{port}"
+        )
     assert one_error_line(result) == f"address localhost:{port} is already in use"
     assert not (tmp_path / "data").exists()
 
@@ -75,7 +77,12 @@ def test_a_port_some_other_program_listens_on(tmp_path: Path) -> None:
 def test_two_flags_naming_one_address(tmp_path: Path) -> None:
     port = free_port()
     result = serve(
-        "--store", "memory://", "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{port}"
+        "--store",
+        "memory://",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--metrics-listen",
+        f"127.0.0.1:{port}",
     )
     assert one_error_line(result) == f"address 127.0.0.1:{port} is already in use"
 
@@ -83,7 +90,10 @@ def test_two_flags_naming_one_address(tmp_path: Path) -> None:
 def test_an_address_of_no_interface_here() -> None:
     # 192.0.2.0/24 is TEST-NET-1: never an address of this machine.
     result = serve("--store", "memory://", "--listen", "192.0.2.1:50051", "--allow-unauthenticated")
-    assert one_error_line(result) == "cannot listen on 192.0.2.1:50051: Cannot assign requested address"
+    assert (
+        one_error_line(result)
+        == "cannot listen on 192.0.2.1:50051: Cannot assign requested address"
+    )
 
 
 # --- addresses that are not HOST:PORT -------------------------------------------------------
@@ -160,7 +170,9 @@ def test_an_unwritable_store(tmp_path: Path) -> None:
 
 def test_postgresql_server_down() -> None:
     port = free_port()  # nothing listens there
-    result = serve("--store", f"postgresql://postgres@127.0.0.1:{port}/test", "--listen", "127.0.0.1:0")
+    result = serve(
+        "--store", f"postgresql://postgres@127.0.0.1:{port}/test", "--listen", "127.0.0.1:0"
+    )
     line = one_error_line(result)
     assert line.startswith(
         f"cannot connect to PostgreSQL (user=postgres dbname=test host=127.0.0.1 port={port}): "

@@ -33,7 +33,11 @@ CHANNELS = ("", "red", "blue", "green")
 
 @asynccontextmanager
 async def _two_replicas(
-    schema: str, clock: FakeClock, pool_min: int, pool_max: int, tuning: pg.Tuning = pg.DEFAULT_TUNING
+    schema: str,
+    clock: FakeClock,
+    pool_min: int,
+    pool_max: int,
+    tuning: pg.Tuning = pg.DEFAULT_TUNING,
 ) -> AsyncIterator[list[PostgresStore]]:
     """Two stores on one schema (replicas) sharing `clock`, open for the block, closed after."""
     stores = [
@@ -72,8 +76,7 @@ def _counted_stats(schema: str, name: str, now: float) -> dict[str, Any]:
             {"queue": queue_id, "now": now},
         ).fetchone()
         [expired] = conn.execute(
-            f'SELECT COALESCE(sum(expired), 0) FROM "{schema}".queue_counters'
-            " WHERE queue = %s",
+            f'SELECT COALESCE(sum(expired), 0) FROM "{schema}".queue_counters WHERE queue = %s',
             (queue_id,),
         ).fetchone()
     oldest = min((enq for *_, enq in rows if enq is not None), default=None)
@@ -86,9 +89,7 @@ def _counted_stats(schema: str, name: str, now: float) -> dict[str, Any]:
 
 def _shown(stats: QueueStats) -> dict[str, Any]:
     return {
-        "channels": {
-            ch: (c.visible, c.leased, c.delayed) for ch, c in stats.channels.items()
-        },
+        "channels": {ch: (c.visible, c.leased, c.delayed) for ch, c in stats.channels.items()},
         "oldest_visible_age": stats.oldest_visible_age,
         "expired_total": stats.expired_total,
     }
@@ -144,7 +145,9 @@ class Mix:
         rng, store = self.rng, self.store()
         name = rng.choice(("a", "a", "b", "dlq"))
         op = rng.choice(
-            ["send"] * 4 + ["receive"] * 4 + ["ack"] * 3
+            ["send"] * 4
+            + ["receive"] * 4
+            + ["ack"] * 3
             + ["release", "ack attempt", "advance", "advance", "purge", "redrive", "update"]
         )
         try:
@@ -153,8 +156,11 @@ class Mix:
             elif op == "receive":
                 attempt = f"r{rng.randrange(1000)}" if rng.random() < 0.2 else ""
                 got = await store.receive(
-                    name, rng.randrange(1, 8), rng.choice([None, 0.0, 10.0, 60.0]),
-                    channel_filter=rng.choice(["", "", "red", "bl*"]), attempt_id=attempt,
+                    name,
+                    rng.randrange(1, 8),
+                    rng.choice([None, 0.0, 10.0, 60.0]),
+                    channel_filter=rng.choice(["", "", "red", "bl*"]),
+                    attempt_id=attempt,
                 )
                 self.receipts += [(name, m.receipt) for m in got.messages]
                 if attempt and got.messages:
@@ -300,7 +306,8 @@ async def test_housekeeping_drops_the_rows_of_channels_that_hold_nothing(
     assert channel_counters(schema) == channel_rows(schema)
     await store.send("q", [NewMessage(body=b"m", channel="c1")])
     assert {ch: c.total for ch, c in (await store.stats("q")).channels.items()} == {
-        "kept": 1, "c1": 1,
+        "kept": 1,
+        "c1": 1,
     }
 
 
@@ -399,7 +406,8 @@ async def test_deliveries_and_lease_changes_fire_no_trigger(
     receives, lease changes, releases and message updates (the hot path) fire nothing. The
     trigger's function, replaced here by one that also notes each call, says so."""
     [move] = [
-        s for s in pg.MIGRATIONS[3][1]
+        s
+        for s in pg.MIGRATIONS[3][1]
         if s.startswith("CREATE FUNCTION {schema}.channel_counts_note_move()")
     ]
     noting = move.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(

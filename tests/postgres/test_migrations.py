@@ -47,8 +47,16 @@ async def test_replicas_starting_at_once_create_the_schema_once(schema: str, url
     await asyncio.gather(*(s.open() for s in stores))
     try:
         assert _tables(schema) == {
-            "meta", "queues", "queue_counters", "messages", "tombstones", "dedup", "attempts",
-            "queue_metadata", "channel_counters", "channel_moves",
+            "meta",
+            "queues",
+            "queue_counters",
+            "messages",
+            "tombstones",
+            "dedup",
+            "attempts",
+            "queue_metadata",
+            "channel_counters",
+            "channel_moves",
         }
         assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
         # One signing key, shared: every replica accepts every replica's receipts.
@@ -116,7 +124,9 @@ def test_store_urls() -> None:
     )
     defaults = pg.parse_url("postgres://localhost/app")
     assert (defaults.schema, defaults.pool_min, defaults.pool_max) == (
-        pg.DEFAULT_SCHEMA, pg.DEFAULT_POOL_MIN, pg.DEFAULT_POOL_MAX
+        pg.DEFAULT_SCHEMA,
+        pg.DEFAULT_POOL_MIN,
+        pg.DEFAULT_POOL_MAX,
     )
     assert pg.parse_url("postgresql://h/db?pool_min=30").pool_max == 30
     for bad in ("schema=Upper", "schema=1x", "schema=a-b", "pool_min=x", "pool_min=5&pool_max=2"):
@@ -147,8 +157,12 @@ def test_serve_flags_size_the_pool() -> None:
 
 
 def _send_as_before_version_4(
-    schema: str, queue: str, bodies: list[bytes], channels: list[str] | None = None,
-    ttl: float = 3600.0, delay: float = 0.0,
+    schema: str,
+    queue: str,
+    bodies: list[bytes],
+    channels: list[str] | None = None,
+    ttl: float = 3600.0,
+    delay: float = 0.0,
 ) -> None:
     """Messages written as a store older than schema version 4 wrote them: rows only (the
     store's own send keeps channel_counters, which that schema does not have yet)."""
@@ -241,12 +255,17 @@ async def test_a_version_3_schema_migrated_counts_its_channels(
             ).fetchall()
         # Counted before any sweep: the two expired messages are held still.
         assert sorted(counters) == [
-            ("other", "green", 5), ("q", "", 1), ("q", "blue", 2), ("q", "red", 3),
+            ("other", "green", 5),
+            ("q", "", 1),
+            ("q", "blue", 2),
+            ("q", "red", 3),
         ]
         assert indexed == 1
         stats = await store.stats("q")
         assert {ch: (c.visible, c.leased, c.delayed) for ch, c in stats.channels.items()} == {
-            "": (0, 1, 0), "red": (2, 0, 0), "blue": (0, 0, 1),
+            "": (0, 1, 0),
+            "red": (2, 0, 0),
+            "blue": (0, 0, 1),
         }
         assert (stats.total, stats.expired_total) == (4, 2)
         assert stats.oldest_visible_age > 0

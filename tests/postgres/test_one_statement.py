@@ -155,9 +155,10 @@ async def test_a_stream_held_by_the_in_flight_limit_wakes_on_an_ack_through_anot
 ) -> None:
     async with running_server(url) as a, running_server(url) as b:
         await asyncio.gather(_listening(a), _listening(b))
-        async with grpc.aio.insecure_channel(a.target) as ca, grpc.aio.insecure_channel(
-            b.target
-        ) as cb:
+        async with (
+            grpc.aio.insecure_channel(a.target) as ca,
+            grpc.aio.insecure_channel(b.target) as cb,
+        ):
             stub_a, stub_b = pb_grpc.QueueServiceStub(ca), pb_grpc.QueueServiceStub(cb)
             await stub_b.CreateQueue(
                 pb.CreateQueueRequest(name="q", config=pb.QueueConfig(max_in_flight=1))
@@ -177,7 +178,9 @@ async def test_a_stream_held_by_the_in_flight_limit_wakes_on_an_ack_through_anot
             )
             await _until_sleeping(a, "q")  # held by the limit until the lease ends
             acked = time.monotonic()
-            await stub_b.DeleteMessages(pb.DeleteMessagesRequest(queue="q", receipts=[held.receipt]))
+            await stub_b.DeleteMessages(
+                pb.DeleteMessagesRequest(queue="q", receipts=[held.receipt])
+            )
             response = await asyncio.wait_for(stream.read(), SAFETY_TIMEOUT)
             woke = time.monotonic() - acked
             stream.cancel()

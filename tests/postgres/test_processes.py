@@ -69,8 +69,7 @@ async def _load(stubs: list[pb_grpc.QueueServiceStub]) -> None:
         stub = stubs[index % 2]
         for n in range(MESSAGES // 2 // SEND_BATCH):
             entries = [
-                pb.SendEntry(id=str(i), body=f"{index}-{n}-{i}".encode())
-                for i in range(SEND_BATCH)
+                pb.SendEntry(id=str(i), body=f"{index}-{n}-{i}".encode()) for i in range(SEND_BATCH)
             ]
             reply = await stub.SendMessages(pb.SendMessagesRequest(queue="load", entries=entries))
             assert not any(r.HasField("error") for r in reply.results)
@@ -80,7 +79,9 @@ async def _load(stubs: list[pb_grpc.QueueServiceStub]) -> None:
         receiver, acker = stubs[index % 2], stubs[(index // 2) % 2]
         while not done.is_set():
             request = pb.GetMessagesRequest(
-                queue="load", max_messages=RECEIVE_BATCH, visibility_timeout=LEASE,
+                queue="load",
+                max_messages=RECEIVE_BATCH,
+                visibility_timeout=LEASE,
                 wait_time=D(seconds=1),
             )
             messages = [m async for r in receiver.GetMessages(request) for m in r.messages]
@@ -108,8 +109,10 @@ async def _load(stubs: list[pb_grpc.QueueServiceStub]) -> None:
     for stub in stubs:
         stats = (await stub.GetQueueStats(pb.GetQueueStatsRequest(name="load"))).stats
         assert (stats.total, stats.deleted_total) == (0, MESSAGES)
-    print(f"{MESSAGES} messages sent, received and deleted through two processes"
-          f" in {elapsed:.1f}s ({MESSAGES / elapsed:,.0f} msgs/s)")
+    print(
+        f"{MESSAGES} messages sent, received and deleted through two processes"
+        f" in {elapsed:.1f}s ({MESSAGES / elapsed:,.0f} msgs/s)"
+    )
 
 
 async def _cross_process_wake_up(stubs: list[pb_grpc.QueueServiceStub]) -> None:

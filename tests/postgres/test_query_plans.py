@@ -114,9 +114,7 @@ async def backlog(schema: str, url: str):
         now = clock.now()
         with _store_session(schema) as conn:
             conn.execute("ANALYZE")
-            [work, uid] = conn.execute(
-                "SELECT id, uid FROM queues WHERE name = 'work'"
-            ).fetchone()
+            [work, uid] = conn.execute("SELECT id, uid FROM queues WHERE name = 'work'").fetchone()
             params = {
                 "name": "work",
                 "queue": work,
@@ -187,9 +185,7 @@ STATEMENTS: dict[str, tuple[str, str, bool]] = {
     # same work as above.
     "receive, one statement": (pg.receive_sql(), "messages_visible", True),
     "receive, one statement, exact channel": (pg.receive_sql(EXACT), "messages_channel", True),
-    "receive, one statement, byte-limited": (
-        pg.receive_sql(sized=True), "messages_visible", False
-    ),
+    "receive, one statement, byte-limited": (pg.receive_sql(sized=True), "messages_visible", False),
     "send, one statement": (pg.SEND_SQL, "messages_expiry", False),
     "send of bodies, one statement": (pg.SEND_BODIES_SQL, "messages_expiry", False),
     "ack, one statement": (pg.DELETE_RECEIPTS_SQL, "messages_pkey", False),
@@ -210,14 +206,21 @@ def _values(name: str, params: dict[str, Any]) -> dict[str, Any]:
     if name in ONE_STATEMENT:
         n = len(values["keys"])
         values.update(
-            timeout=30.0, seqs=[1] * n, margin=pg.IN_FLIGHT_NOTIFY_MARGIN,
-            message_ids=[f"m{i}" for i in range(n)], bodies=[b"x"] * n, attributes=[None] * n,
-            channels=[""] * n, ttls=[None] * n, delays=[None] * n,
+            timeout=30.0,
+            seqs=[1] * n,
+            margin=pg.IN_FLIGHT_NOTIFY_MARGIN,
+            message_ids=[f"m{i}" for i in range(n)],
+            bodies=[b"x"] * n,
+            attributes=[None] * n,
+            channels=[""] * n,
+            ttls=[None] * n,
+            delays=[None] * n,
         )
     if name == "write leases":
         n = len(values["keys"])
-        values.update(visibles=[params["until"]] * n, leased=[True] * n,
-                      errors=[""] * n, clear=[False] * n)
+        values.update(
+            visibles=[params["until"]] * n, leased=[True] * n, errors=[""] * n, clear=[False] * n
+        )
     return values
 
 
@@ -233,13 +236,15 @@ def _problems(
         nodes = _nodes(plan)
         steps = _describe(plan)
         seq_scans = [
-            n for n in nodes
+            n
+            for n in nodes
             if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in ("messages", "tombstones")
         ]
         # An index read end to end (no condition) is a Seq Scan by another name: a join once
         # read all of messages through its primary key, once per picked row.
         unbounded = [
-            n for n in nodes
+            n
+            for n in nodes
             if n["Node Type"] in ("Index Scan", "Index Only Scan")
             and n.get("Relation Name") in ("messages", "tombstones")
             and "Index Cond" not in n
@@ -247,7 +252,8 @@ def _problems(
         # An index searched without its leading column is read end to end, once per value of
         # an ANY(array): messages_visible holds key too, and a receive once took 20 s so.
         headless = [
-            n for n in nodes
+            n
+            for n in nodes
             if n.get("Index Name") in LEADING
             and not re.search(rf"\b{LEADING[n['Index Name']]}\b\s*(=|<|>)", n.get("Index Cond", ""))
         ]
@@ -314,9 +320,7 @@ async def vacuumed_nearly_empty(schema: str, url: str, monkeypatch):
         leased = await store.receive("work", 1_000, 60.0, attempt_id="attempt-1")
         acked = await store.receive("work", 1_000, 60.0)
         await store.delete("work", [m.receipt for m in acked.messages])
-        await store.change_visibility(
-            "work", [VisibilityChange(leased.messages[0].receipt, 120.0)]
-        )
+        await store.change_visibility("work", [VisibilityChange(leased.messages[0].receipt, 120.0)])
         # The store's own sessions plan every execution anew.
         setting = await store._run(
             lambda tx: tx.row("SELECT current_setting('plan_cache_mode')", {})
@@ -325,9 +329,7 @@ async def vacuumed_nearly_empty(schema: str, url: str, monkeypatch):
         await _until_counted(schema, 4 * BACKLOG // 5)
         now = clock.now()
         with _store_session(schema) as conn:
-            [work, uid] = conn.execute(
-                "SELECT id, uid FROM queues WHERE name = 'work'"
-            ).fetchone()
+            [work, uid] = conn.execute("SELECT id, uid FROM queues WHERE name = 'work'").fetchone()
             keys = [m.key for m in leased.messages[:100]]
             params = {
                 "name": "work",
@@ -386,8 +388,11 @@ async def test_the_receive_path_needs_no_statistics(vacuumed_nearly_empty) -> No
     assert not problems, "\n".join(problems)
     # The update of the picked rows has one plan whatever the statistics: by ctid.
     for name in (
-        "receive", "receive, exact channel", "receive, channel prefix",
-        "receive, one statement", "receive, one statement, exact channel",
+        "receive",
+        "receive, exact channel",
+        "receive, channel prefix",
+        "receive, one statement",
+        "receive, one statement, exact channel",
     ):
         plan = _plan(conn, "force_custom_plan", STATEMENTS[name][0], _values(name, params))
         assert "Tid Scan" in {n["Node Type"] for n in _nodes(plan)}, (name, _describe(plan))
@@ -420,8 +425,9 @@ async def test_stats_reads_its_ranges_with_index_scans(backlog, mode: str) -> No
     conn, params = backlog
     nodes = _nodes(_plan(conn, mode, pg.STATS_SQL, params))
     on_messages = {
-        (n["Node Type"], n.get("Index Name")) for n in nodes if n.get("Relation Name") == "messages"
-        or n.get("Index Name", "").startswith("messages_")
+        (n["Node Type"], n.get("Index Name"))
+        for n in nodes
+        if n.get("Relation Name") == "messages" or n.get("Index Name", "").startswith("messages_")
     }
     assert on_messages == {
         ("Index Scan", "messages_visible"),

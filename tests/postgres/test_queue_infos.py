@@ -138,8 +138,7 @@ async def test_nothing_from_memory_survives_the_listener_going_down(
     generation = store._queue_infos.generation
     with connect() as conn:
         killed = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE query = %s",
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = %s",
             (f'LISTEN "leaseq.{schema}"',),
         ).fetchone()
     assert killed == (1,)

@@ -188,9 +188,10 @@ async def _listening(server: RunningServer) -> None:
 async def test_a_long_poll_on_one_replica_wakes_on_a_send_through_the_other(url: str) -> None:
     async with running_server(url) as a, running_server(url) as b:
         await asyncio.gather(_listening(a), _listening(b))
-        async with grpc.aio.insecure_channel(a.target) as ca, grpc.aio.insecure_channel(
-            b.target
-        ) as cb:
+        async with (
+            grpc.aio.insecure_channel(a.target) as ca,
+            grpc.aio.insecure_channel(b.target) as cb,
+        ):
             stub_a, stub_b = pb_grpc.QueueServiceStub(ca), pb_grpc.QueueServiceStub(cb)
             await stub_b.CreateQueue(pb.CreateQueueRequest(name="q"))
             for _ in range(3):  # each round: a fresh long poll parked on a, a send through b
@@ -218,9 +219,10 @@ async def test_a_long_poll_on_one_replica_wakes_on_a_send_through_the_other(url:
 async def test_a_follow_stream_on_one_replica_gets_sends_through_the_other(url: str) -> None:
     async with running_server(url) as a, running_server(url) as b:
         await asyncio.gather(_listening(a), _listening(b))
-        async with grpc.aio.insecure_channel(a.target) as ca, grpc.aio.insecure_channel(
-            b.target
-        ) as cb:
+        async with (
+            grpc.aio.insecure_channel(a.target) as ca,
+            grpc.aio.insecure_channel(b.target) as cb,
+        ):
             stub_a, stub_b = pb_grpc.QueueServiceStub(ca), pb_grpc.QueueServiceStub(cb)
             await stub_a.CreateQueue(pb.CreateQueueRequest(name="q"))
             stream = stub_a.GetMessages(
@@ -269,9 +271,10 @@ async def test_a_lease_shortened_through_one_replica_wakes_a_long_poll_on_the_ot
     clock = FakeClock()
     async with running_server(url, clock) as a, running_server(url, clock) as b:
         await asyncio.gather(_listening(a), _listening(b))
-        async with grpc.aio.insecure_channel(a.target) as ca, grpc.aio.insecure_channel(
-            b.target
-        ) as cb:
+        async with (
+            grpc.aio.insecure_channel(a.target) as ca,
+            grpc.aio.insecure_channel(b.target) as cb,
+        ):
             stub_a, stub_b = pb_grpc.QueueServiceStub(ca), pb_grpc.QueueServiceStub(cb)
             await stub_b.CreateQueue(pb.CreateQueueRequest(name="q"))
             await stub_b.SendMessages(

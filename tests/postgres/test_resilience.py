@@ -105,7 +105,8 @@ async def test_a_database_outage_is_unavailable_and_heals_by_itself(schema: str)
         assert stats.visible == 1  # "during" was never acknowledged, and not stored
         await store.send("q", [NewMessage(body=b"after")])
         assert [m.body for m in (await store.receive("q", 10, 30.0)).messages] == [
-            b"before", b"after"
+            b"before",
+            b"after",
         ]
         # The LISTEN connection is back too: changes through another replica are heard again.
         await asyncio.wait_for(store.listening.wait(), RECOVERY_TIMEOUT)
@@ -155,8 +156,9 @@ def _run_load_with_kills(target: str, app: str) -> None:
         with grpc.insecure_channel(target) as channel:
             stub = pb_grpc.QueueServiceStub(channel)
             for n in range(batches):
-                entries = [pb.SendEntry(id=str(i), body=f"{index}-{n}-{i}".encode())
-                           for i in range(batch)]
+                entries = [
+                    pb.SendEntry(id=str(i), body=f"{index}-{n}-{i}".encode()) for i in range(batch)
+                ]
                 reply = call(stub.SendMessages, pb.SendMessagesRequest(queue="q", entries=entries))
                 if reply is not None:
                     with progress:
@@ -171,7 +173,9 @@ def _run_load_with_kills(target: str, app: str) -> None:
                     if sending_done.is_set() and acknowledged <= received:
                         return
                 request = pb.GetMessagesRequest(
-                    queue="q", max_messages=25, visibility_timeout=D(seconds=3),
+                    queue="q",
+                    max_messages=25,
+                    visibility_timeout=D(seconds=3),
                     wait_time=D(seconds=1),
                 )
                 try:
@@ -217,5 +221,7 @@ def _run_load_with_kills(target: str, app: str) -> None:
         stub.SendMessages(pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(body=b"end")]))
         [reply] = stub.GetMessages(pb.GetMessagesRequest(queue="q", max_messages=10))
         assert [m.body for m in reply.messages] == [b"end"]
-    print(f"killed {killed} backends; {len(codes)} calls answered UNAVAILABLE,"
-          f" {len(acknowledged)} messages sent and received")
+    print(
+        f"killed {killed} backends; {len(codes)} calls answered UNAVAILABLE,"
+        f" {len(acknowledged)} messages sent and received"
+    )

@@ -110,7 +110,9 @@ async def test_housekeeping_removes_stale_rows_and_changes_no_answer(
     before = (await store.delete("q", [a.receipt])).results[0].status
     assert await store.housekeep() == 3  # the tombstone, the dedup record, the attempt record
     assert (_count(schema, "tombstones"), _count(schema, "dedup"), _count(schema, "attempts")) == (
-        0, 0, 0
+        0,
+        0,
+        0,
     )
     after = (await store.delete("q", [a.receipt])).results[0].status
     assert before == after == LeaseStatus.MESSAGE_NOT_FOUND
@@ -182,7 +184,9 @@ async def test_the_head_of_the_queue_after_many_deletes(store: PostgresStore, sc
     await consume(deletes)
     many = settled_buffers()
     vacuumed = _vacuumed_buffers(schema, settled_buffers, few)
-    print(f"buffers read by the index scan of a receive of 100: {few} after 1,000 deletes,"
-          f" {many} after {1_000 + deletes:,}, {vacuumed} after VACUUM")
+    print(
+        f"buffers read by the index scan of a receive of 100: {few} after 1,000 deletes,"
+        f" {many} after {1_000 + deletes:,}, {vacuumed} after VACUUM"
+    )
     assert many - few < deletes / 100, (few, many)  # not a heap page per dead row
     assert vacuumed <= few, (few, vacuumed)

@@ -63,8 +63,10 @@ async def test_two_workers_share_one_port(schema: str, tmp_path: Path) -> None:
     )
     await asyncio.to_thread(server.start)
     try:
-        channels = [grpc.aio.insecure_channel(server.target, options=OWN_CONNECTION)
-            for _ in range(CHANNELS)]
+        channels = [
+            grpc.aio.insecure_channel(server.target, options=OWN_CONNECTION)
+            for _ in range(CHANNELS)
+        ]
         stubs = [pb_grpc.QueueServiceStub(c) for c in channels]
         try:
             await stubs[0].CreateQueue(pb.CreateQueueRequest(name="work"))
@@ -85,9 +87,19 @@ async def test_two_workers_share_one_port(schema: str, tmp_path: Path) -> None:
                 await channel.close()
         # A separate server on the busy port fails, as it did before workers existed.
         other = subprocess.run(
-            [sys.executable, "-m", "leaseq.cli", "serve", "--store", "memory://",
-             "--listen", server.target],
-            capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "leaseq.cli",
+                "serve",
+                "--store",
+                "memory://",
+                "--listen",
+                server.target,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert other.returncode != 0
         assert f"address {server.target} is already in use" in other.stderr
@@ -116,7 +128,9 @@ async def _exactly_once(on: dict[int, list[pb_grpc.QueueServiceStub]]) -> None:
     async def consume(stub: pb_grpc.QueueServiceStub) -> None:
         while True:
             request = pb.GetMessagesRequest(
-                queue="work", max_messages=50, visibility_timeout=LEASE,
+                queue="work",
+                max_messages=50,
+                visibility_timeout=LEASE,
                 wait_time=D(seconds=0),
             )
             messages = [m async for r in stub.GetMessages(request) for m in r.messages]
@@ -137,9 +151,21 @@ async def _exactly_once(on: dict[int, list[pb_grpc.QueueServiceStub]]) -> None:
 
 def test_workers_refuse_the_sqlite_store(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "leaseq.cli", "serve", "--workers", "2",
-         "--store", f"sqlite:///{tmp_path}/q.db", "--listen", f"127.0.0.1:{free_port()}"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "leaseq.cli",
+            "serve",
+            "--workers",
+            "2",
+            "--store",
+            f"sqlite:///{tmp_path}/q.db",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()

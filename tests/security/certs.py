@@ -42,9 +42,15 @@ class CA:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                    crl_sign=True, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -55,8 +61,14 @@ class CA:
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (),
-              server: bool = False) -> Pem:
+    def issue(
+        self,
+        common_name: str,
+        *,
+        dns: tuple[str, ...] = (),
+        ips: tuple[str, ...] = (),
+        server: bool = False,
+    ) -> Pem:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]

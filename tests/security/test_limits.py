@@ -34,9 +34,10 @@ def wait_active(server: RunningServer, predicate) -> int:
 
 
 def test_receive_streams_over_the_cap_are_refused_and_a_cancel_frees_a_slot_at_once() -> None:
-    with running_server(limits=Limits(max_receive_streams=2)) as server, grpc.insecure_channel(
-        server.target
-    ) as channel:
+    with (
+        running_server(limits=Limits(max_receive_streams=2)) as server,
+        grpc.insecure_channel(server.target) as channel,
+    ):
         stub = pb_grpc.QueueServiceStub(channel)
         stub.CreateQueue(pb.CreateQueueRequest(name="q"))
         first, second = long_poll(stub), long_poll(stub)
@@ -62,9 +63,10 @@ def test_receive_streams_over_the_cap_are_refused_and_a_cancel_frees_a_slot_at_o
 
 
 def test_a_long_poll_past_its_deadline_frees_its_slot() -> None:
-    with running_server(limits=Limits(max_receive_streams=1)) as server, grpc.insecure_channel(
-        server.target
-    ) as channel:
+    with (
+        running_server(limits=Limits(max_receive_streams=1)) as server,
+        grpc.insecure_channel(server.target) as channel,
+    ):
         stub = pb_grpc.QueueServiceStub(channel)
         stub.CreateQueue(pb.CreateQueueRequest(name="q"))
         with pytest.raises(grpc.RpcError) as late:
@@ -96,9 +98,10 @@ def test_streams_per_connection_are_capped_and_the_rest_wait_their_turn() -> Non
 def test_the_gRPC_message_limit_fits_the_largest_entry_and_refuses_more() -> None:
     assert MAX_GRPC_MESSAGE_BYTES >= LARGEST_ENTRY_BYTES
     assert limits.CONFIG_INTS["max_message_bytes"][1] == LARGEST_MESSAGE_BYTES
-    with running_server() as server, grpc.insecure_channel(
-        server.target, options=UNLIMITED
-    ) as channel:
+    with (
+        running_server() as server,
+        grpc.insecure_channel(server.target, options=UNLIMITED) as channel,
+    ):
         stub = pb_grpc.QueueServiceStub(channel)
         stub.CreateQueue(
             pb.CreateQueueRequest(

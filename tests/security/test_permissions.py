@@ -115,7 +115,9 @@ class Matrix:
             self.root(
                 "GetMessages",
                 pb.GetMessagesRequest(
-                    queue=queue, max_messages=1, visibility_timeout=seconds(300),
+                    queue=queue,
+                    max_messages=1,
+                    visibility_timeout=seconds(300),
                     wait_time=seconds(0),
                 ),
             )
@@ -150,7 +152,9 @@ class Matrix:
         if rpc == "PeekMessages":
             return rpc, pb.PeekMessagesRequest(queue=queue, max_messages=10, include_leased=True)
         if rpc == "ChangeVisibility":
-            entry = pb.ChangeVisibilityEntry(receipt=self.receipt(queue), visibility_timeout=seconds(0))
+            entry = pb.ChangeVisibilityEntry(
+                receipt=self.receipt(queue), visibility_timeout=seconds(0)
+            )
             return rpc, pb.ChangeVisibilityRequest(queue=queue, entries=[entry])
         if rpc == "DeleteMessages":
             return rpc, pb.DeleteMessagesRequest(queue=queue, receipts=[self.receipt(queue)])
@@ -185,7 +189,12 @@ def test_permission_matrix(callers: dict[str, Caller], mtls_server: RunningServe
         matrix.ensure_queue(queue)
     allowed = denied = 0
 
-    def cell(principal: str, needs: list[tuple[frozenset[str], str]], run: Callable[[], grpc.StatusCode], what: str) -> None:
+    def cell(
+        principal: str,
+        needs: list[tuple[frozenset[str], str]],
+        run: Callable[[], grpc.StatusCode],
+        what: str,
+    ) -> None:
         nonlocal allowed, denied
         queues = [q for _, q in needs]
         expect_ok = all(may(principal, actions, q) for actions, q in needs)
@@ -293,13 +302,16 @@ def test_missing_wrong_or_malformed_credentials_are_unauthenticated(
         for label, metadata in BAD_CREDENTIALS.items():
             for method, request in _requests().items():
                 assert _code(stub, method, request, metadata) == grpc.StatusCode.UNAUTHENTICATED, (
-                    label, method,
+                    label,
+                    method,
                 )
                 checked += 1
         # The certificate's principal, but a wrong token: the token decides.
         with grpc.secure_channel(mtls_server.target, pki.channel_credentials(pki.worker)) as ch2:
             code = _code(
-                pb_grpc.QueueServiceStub(ch2), "GetQueue", pb.GetQueueRequest(name="orders-us"),
+                pb_grpc.QueueServiceStub(ch2),
+                "GetQueue",
+                pb.GetQueueRequest(name="orders-us"),
                 BAD_CREDENTIALS["wrong token"],
             )
             assert code == grpc.StatusCode.UNAUTHENTICATED
@@ -332,7 +344,15 @@ def test_tokens_over_plaintext_and_health_stays_open() -> None:
             assert _code(stub, "GetQueue", pb.GetQueueRequest(name="orders-eu"), metadata) == (
                 grpc.StatusCode.UNAUTHENTICATED
             ), label
-        assert _code(stub, "PeekMessages", pb.PeekMessagesRequest(queue="orders-eu", max_messages=1), sender) == grpc.StatusCode.PERMISSION_DENIED
+        assert (
+            _code(
+                stub,
+                "PeekMessages",
+                pb.PeekMessagesRequest(queue="orders-eu", max_messages=1),
+                sender,
+            )
+            == grpc.StatusCode.PERMISSION_DENIED
+        )
         health = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest())
         assert health.status == health_pb2.HealthCheckResponse.SERVING
 
@@ -349,7 +369,9 @@ def test_dead_letter_queue_needs_admin_on_both_queues() -> None:
         def create(dlq: str) -> grpc.StatusCode:
             config = pb.QueueConfig(dead_letter_queue=dlq, max_delivery_count=3)
             return _code(
-                stub, "CreateQueue", pb.CreateQueueRequest(name=f"orders-x-{dlq}", config=config),
+                stub,
+                "CreateQueue",
+                pb.CreateQueueRequest(name=f"orders-x-{dlq}", config=config),
                 operator,
             )
 
@@ -369,7 +391,8 @@ def test_no_token_or_body_is_logged(
             for queue in ("orders-eu", "other"):
                 _code(stub, "CreateQueue", pb.CreateQueueRequest(name=queue), metadata)
                 _code(
-                    stub, "SendMessages",
+                    stub,
+                    "SendMessages",
                     pb.SendMessagesRequest(queue=queue, entries=[pb.SendEntry(body=secret_body)]),
                     metadata,
                 )

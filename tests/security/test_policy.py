@@ -92,15 +92,22 @@ def test_token_hash_is_sha256_hex_and_the_cli_makes_it() -> None:
     ("text", "message"),
     [
         ('[[principals]]\nname = "a"\ntokens = ["plain-token-pasted-here"]', "not a token hash"),
-        ('[[principals]]\nname = "a"\n[[principals.grants]]\nqueues=["*"]\nactions=["sned"]',
-         "unknown action(s) sned"),
-        ('[[principals]]\nname = "a"\n[[principals.grants]]\nqueue=["*"]\nactions=["send"]',
-         "unknown key(s) queue"),
+        (
+            '[[principals]]\nname = "a"\n[[principals.grants]]\nqueues=["*"]\nactions=["sned"]',
+            "unknown action(s) sned",
+        ),
+        (
+            '[[principals]]\nname = "a"\n[[principals.grants]]\nqueue=["*"]\nactions=["send"]',
+            "unknown key(s) queue",
+        ),
         ('[[principals]]\nname = "a"\n[[principals.grants]]\nactions=["send"]', "queues"),
-        ('[[principals]]\ntokens = []', "name: required"),
+        ("[[principals]]\ntokens = []", "name: required"),
         ('[[principals]]\nname = "a"\n[[principals]]\nname = "a"', "named twice"),
-        (f'[[principals]]\nname = "a"\ntokens = ["{hash_token("t")}"]\n'
-         f'[[principals]]\nname = "b"\ntokens = ["{hash_token("t")}"]', "listed twice"),
+        (
+            f'[[principals]]\nname = "a"\ntokens = ["{hash_token("t")}"]\n'
+            f'[[principals]]\nname = "b"\ntokens = ["{hash_token("t")}"]',
+            "listed twice",
+        ),
         ("principals = 3", "principals"),
         ("[[principals]\nname=", "cannot parse"),
     ],
@@ -202,7 +209,9 @@ def test_a_follow_stream_ends_when_its_grant_is_revoked(tmp_path: Path) -> None:
         send()
         stream = stub.GetMessages(
             pb.GetMessagesRequest(
-                queue="jobs-1", max_messages=1, follow=True,
+                queue="jobs-1",
+                max_messages=1,
+                follow=True,
                 visibility_timeout=duration_pb2.Duration(seconds=60),
             ),
             metadata=metadata,

@@ -27,9 +27,10 @@ QUICK = 5.0
 
 
 def refused(client_kwargs: dict, target: str) -> None:
-    with pytest.raises(Unavailable), QueueClient(
-        target, timeout=QUICK, retry=None, **client_kwargs
-    ) as c:
+    with (
+        pytest.raises(Unavailable),
+        QueueClient(target, timeout=QUICK, retry=None, **client_kwargs) as c,
+    ):
         c.list_queues()
 
 
@@ -57,9 +58,7 @@ def test_mutual_tls_refuses_clients_without_a_good_certificate(pki: PKI) -> None
         refused({}, server.target)  # plaintext
 
 
-def test_mutual_tls_and_policy_name_the_principal_by_certificate(
-    pki: PKI, mtls_server
-) -> None:
+def test_mutual_tls_and_policy_name_the_principal_by_certificate(pki: PKI, mtls_server) -> None:
     worker = TLSConfig(pki.ca.pem, pki.worker.cert, pki.worker.key)
     stranger = TLSConfig(pki.ca.pem, pki.stranger.cert, pki.stranger.key)
     with QueueClient(mtls_server.target, tls=stranger, token="tok-root-5d1c") as root:
@@ -80,14 +79,37 @@ def test_serve_flags_check_the_files_and_pairing(pki: PKI, tmp_path: Path) -> No
     cases = [
         (["--tls-cert", str(pki.server_cert)], 2, "--tls-cert and --tls-key go together"),
         (["--tls-client-ca", str(pki.ca_path)], 2, "--tls-client-ca needs --tls-cert"),
-        (["--tls-cert", str(pki.server_cert), "--tls-key", str(other_key)], 1,
-         "do not load as a matching PEM pair"),
-        (["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
-          "--tls-client-ca", str(pki.server_key)], 1, "is not a PEM certificate file"),
+        (
+            ["--tls-cert", str(pki.server_cert), "--tls-key", str(other_key)],
+            1,
+            "do not load as a matching PEM pair",
+        ),
+        (
+            [
+                "--tls-cert",
+                str(pki.server_cert),
+                "--tls-key",
+                str(pki.server_key),
+                "--tls-client-ca",
+                str(pki.server_key),
+            ],
+            1,
+            "is not a PEM certificate file",
+        ),
         (["--auth-policy", str(tmp_path / "missing.toml")], 1, "cannot read the policy file"),
         # TLS alone is not authentication: a public address still needs the explicit flag.
-        (["--listen", "0.0.0.0:0", "--tls-cert", str(pki.server_cert), "--tls-key",
-          str(pki.server_key)], 2, "--allow-unauthenticated"),
+        (
+            [
+                "--listen",
+                "0.0.0.0:0",
+                "--tls-cert",
+                str(pki.server_cert),
+                "--tls-key",
+                str(pki.server_key),
+            ],
+            2,
+            "--allow-unauthenticated",
+        ),
     ]
     for args, code, message in cases:
         result = runner.invoke(cli, ["serve", "--store", "memory://", *args])
@@ -133,13 +155,31 @@ def test_leaseq_serve_with_mtls_and_policy_on_a_public_address(pki: PKI, tmp_pat
     log_path = tmp_path / "serve.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "leaseq.cli", "serve", "--store", "memory://",
-             "--listen", f"0.0.0.0:{port}", "--auth-policy", str(policy)],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "leaseq.cli",
+                "serve",
+                "--store",
+                "memory://",
+                "--listen",
+                f"0.0.0.0:{port}",
+                "--auth-policy",
+                str(policy),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
     client_cert, client_key = pki.stranger.write(tmp_path, "client")
-    tls_args = ["--tls-ca", str(pki.ca_path), "--tls-client-cert", str(client_cert),
-                "--tls-client-key", str(client_key)]
+    tls_args = [
+        "--tls-ca",
+        str(pki.ca_path),
+        "--tls-client-cert",
+        str(client_cert),
+        "--tls-client-key",
+        str(client_key),
+    ]
     runner = CliRunner()
 
     def cli_as(tok: str, *args: str):

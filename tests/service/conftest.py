@@ -28,7 +28,9 @@ CHANNEL_OPTIONS = [
 SAFETY_TIMEOUT = 10.0
 
 
-def _serve_on_each_store(request, tmp_path, clock: FakeClock | None = None) -> Iterator[RunningServer]:
+def _serve_on_each_store(
+    request, tmp_path, clock: FakeClock | None = None
+) -> Iterator[RunningServer]:
     """A running server over the store named by the fixture's param (PostgreSQL: a schema of the
     test's own, skipped when unreachable unless LEASEQ_REQUIRE_POSTGRES=1, dropped afterwards)."""
     if request.param == "postgres":
@@ -116,7 +118,9 @@ async def rpc_error(call) -> grpc.aio.AioRpcError:
 
 
 async def create(stub: pb_grpc.QueueServiceStub, name: str = "q", **config) -> pb.Queue:
-    reply = await stub.CreateQueue(pb.CreateQueueRequest(name=name, config=pb.QueueConfig(**config)))
+    reply = await stub.CreateQueue(
+        pb.CreateQueueRequest(name=name, config=pb.QueueConfig(**config))
+    )
     return reply.queue
 
 

@@ -63,8 +63,17 @@ def test_received_messages_encode_as_the_protobuf_api_builds_them() -> None:
         DeliveredMessage(1, "a" * 32, "r" * 39, b"x" * 100, {}, "", t, t + 60, t + 30, 1, ""),
         DeliveredMessage(2, "b" * 32, "s" * 39, b"", {}, "", t, t + 60, t + 30, 1, ""),
         DeliveredMessage(
-            3, "c" * 32, "t" * 39, bytes(range(256)) * 70, {"k": "v", "é": "ü" * 200, "": ""},
-            "orders/eu", t - 0.5, t + 1e6, -0.25, 300, "failed: " + "ß" * 100,
+            3,
+            "c" * 32,
+            "t" * 39,
+            bytes(range(256)) * 70,
+            {"k": "v", "é": "ü" * 200, "": ""},
+            "orders/eu",
+            t - 0.5,
+            t + 1e6,
+            -0.25,
+            300,
+            "failed: " + "ß" * 100,
         ),
         DeliveredMessage(4, "d" * 32, "u" * 39, b"\0", {}, "c", 0.0, t, t, 2**31 - 1, "e"),
     ]
@@ -81,7 +90,10 @@ def test_delete_results_encode_as_the_protobuf_api_builds_them() -> None:
     from leaseq.v1 import queue_service_pb2 as pb
 
     results = [LeaseResult("r" * 39, status, key=1) for status in LeaseStatus]
-    results += [LeaseResult("", LeaseStatus.INVALID_RECEIPT), LeaseResult("é" * 200, LeaseStatus.OK)]
+    results += [
+        LeaseResult("", LeaseStatus.INVALID_RECEIPT),
+        LeaseResult("é" * 200, LeaseStatus.OK),
+    ]
     expected = pb.DeleteMessagesResponse(
         results=[pb.DeleteResult(receipt=r.receipt, status=int(r.status)) for r in results]
     )
@@ -114,7 +126,9 @@ def test_wire_responses_are_sent_as_they_are_and_equal_the_messages_they_stand_f
 
     now = 1_800_000_000.25
     ids, message_ids = ["", "e" * 200, "ü"], ["a" * 32, "b" * 32, "c" * 32]
-    sent = convert.Wire(convert.sent_wire(ids, message_ids) + convert.timestamp_field(b"\x12", now), 3)
+    sent = convert.Wire(
+        convert.sent_wire(ids, message_ids) + convert.timestamp_field(b"\x12", now), 3
+    )
     expected_sent = pb.SendMessagesResponse(
         results=[pb.SendResult(id=i, message_id=m) for i, m in zip(ids, message_ids)],
         server_time=convert.seconds_to_timestamp(now),
@@ -122,11 +136,17 @@ def test_wire_responses_are_sent_as_they_are_and_equal_the_messages_they_stand_f
     assert sent.parse(pb.SendMessagesResponse) == expected_sent
     assert convert.serialize(sent) is sent.data
     assert sent.data == expected_sent.SerializeToString()
-    assert convert.sent_wire([""] * 3, message_ids) == pb.SendMessagesResponse(
-        results=[pb.SendResult(message_id=m) for m in message_ids]
-    ).SerializeToString()
+    assert (
+        convert.sent_wire([""] * 3, message_ids)
+        == pb.SendMessagesResponse(
+            results=[pb.SendResult(message_id=m) for m in message_ids]
+        ).SerializeToString()
+    )
 
-    results = [LeaseResult("r" * 39, LeaseStatus.OK), LeaseResult("s" * 39, LeaseStatus.LEASE_EXPIRED)]
+    results = [
+        LeaseResult("r" * 39, LeaseStatus.OK),
+        LeaseResult("s" * 39, LeaseStatus.LEASE_EXPIRED),
+    ]
     deleted, acked = convert.delete_results_wire(results)
     assert acked == 1
     assert convert.delete_results_wire(results[:1])[1] == 1

@@ -57,7 +57,13 @@ async def test_peek_max_messages_out_of_range(stub) -> None:
 @pytest.mark.parametrize(
     "request_fields, field, value, minimum, maximum",
     [
-        ({"visibility_timeout": D(seconds=604801)}, "visibility_timeout", "604801s", "0s", "604800s"),
+        (
+            {"visibility_timeout": D(seconds=604801)},
+            "visibility_timeout",
+            "604801s",
+            "0s",
+            "604800s",
+        ),
         ({"wait_time": D(seconds=31)}, "wait_time", "31s", "0s", "30s"),
         ({"wait_time": D(seconds=30, nanos=1)}, "wait_time", "30.000000001s", "0s", "30s"),
         ({"visibility_timeout": D(seconds=-1)}, "visibility_timeout", "-1s", "0s", "604800s"),
@@ -75,19 +81,37 @@ async def test_get_messages_ranges(stub, request_fields, field, value, minimum, 
 @pytest.mark.parametrize(
     "config, field, value, minimum, maximum",
     [
-        ({"visibility_timeout": D(seconds=604801)}, "config.visibility_timeout", "604801s", "0s", "604800s"),
+        (
+            {"visibility_timeout": D(seconds=604801)},
+            "config.visibility_timeout",
+            "604801s",
+            "0s",
+            "604800s",
+        ),
         ({"receive_wait_time": D(seconds=31)}, "config.receive_wait_time", "31s", "0s", "30s"),
-        ({"message_retention": D(seconds=59)}, "config.message_retention", "59s", "60s", "1209600s"),
+        (
+            {"message_retention": D(seconds=59)},
+            "config.message_retention",
+            "59s",
+            "60s",
+            "1209600s",
+        ),
         ({"max_message_bytes": 1023}, "config.max_message_bytes", "1023", "1024", "8388608"),
         ({"max_in_flight": 0}, "config.max_in_flight", "0", "1", "10000000"),
         ({"dedup_window": D(seconds=3601)}, "config.dedup_window", "3601s", "0s", "3600s"),
         (
             {"message_retention": D(seconds=120), "default_delay": D(seconds=121)},
-            "config.default_delay", "121s", "0s", "120s",
+            "config.default_delay",
+            "121s",
+            "0s",
+            "120s",
         ),
         (
             {"dead_letter_queue": "dlq", "max_delivery_count": 1001},
-            "config.max_delivery_count", "1001", "1", "1000",
+            "config.max_delivery_count",
+            "1001",
+            "1",
+            "1000",
         ),
     ],
 )
@@ -175,9 +199,7 @@ async def test_unparsable_request_bytes_are_invalid_argument(channel) -> None:
 
 async def test_receive_attempt_id_rules(stub) -> None:
     await create(stub)
-    error = await rpc_error(
-        receive_once(stub, queue="q", follow=True, receive_attempt_id="a")
-    )
+    error = await rpc_error(receive_once(stub, queue="q", follow=True, receive_attempt_id="a"))
     assert assert_bad_request(error, "receive_attempt_id") == "only for non-follow receives"
     error = await rpc_error(receive_once(stub, queue="q", receive_attempt_id="a" * 129))
     assert_bad_request(error, "receive_attempt_id")
@@ -200,8 +222,12 @@ async def test_bad_channel_filter(stub, flt) -> None:
 
 async def test_duplicate_entry_ids_fail_the_batch(stub) -> None:
     await create(stub)
-    entries = [pb.SendEntry(id="a", body=b"1"), pb.SendEntry(id="", body=b"2"),
-               pb.SendEntry(id="", body=b"3"), pb.SendEntry(id="a", body=b"4")]
+    entries = [
+        pb.SendEntry(id="a", body=b"1"),
+        pb.SendEntry(id="", body=b"2"),
+        pb.SendEntry(id="", body=b"3"),
+        pb.SendEntry(id="a", body=b"4"),
+    ]
     error = await rpc_error(stub.SendMessages(pb.SendMessagesRequest(queue="q", entries=entries)))
     assert "entries[0]" in assert_bad_request(error, "entries[3].id")
     assert (await stats(stub)).total == 0

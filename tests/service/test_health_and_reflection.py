@@ -97,9 +97,7 @@ async def _serve_until(stop_action) -> None:
         stub = pb_grpc.QueueServiceStub(channel)
         await stub.CreateQueue(pb.CreateQueueRequest(name="q"))
         await stub.SendMessages(pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry()]))
-        follow = stub.GetMessages(
-            pb.GetMessagesRequest(queue="q", max_messages=1, follow=True)
-        )
+        follow = stub.GetMessages(pb.GetMessagesRequest(queue="q", max_messages=1, follow=True))
         first = await asyncio.wait_for(follow.read(), SAFETY_TIMEOUT)  # the stream is running
         assert len(first.messages) == 1
         stop_action(stop)

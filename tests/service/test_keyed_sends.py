@@ -62,7 +62,10 @@ async def test_repeats_within_a_batch_answer_the_first(stub) -> None:
     assert ids[2] == ids[4] == ids[0] and ids[5] == ids[1]
     assert len({ids[0], ids[1], ids[3], ids[6]}) == 4
     assert await _bodies(stub) == {
-        ids[0]: b"q:0:a", ids[1]: b"q:1:b", ids[3]: b"q:3:", ids[6]: b"q:6:"
+        ids[0]: b"q:0:a",
+        ids[1]: b"q:1:b",
+        ids[3]: b"q:3:",
+        ids[6]: b"q:6:",
     }
 
 
@@ -124,8 +127,11 @@ async def test_mixed_with_plain_entries_and_entry_ids(stub) -> None:
     assert results[2].message_id == results[0].message_id
     assert reply.server_time.seconds > 0
     got = await _bodies(stub)
-    assert got == {results[0].message_id: b"1", results[1].message_id: b"2",
-                   results[3].message_id: b"4"}
+    assert got == {
+        results[0].message_id: b"1",
+        results[1].message_id: b"2",
+        results[3].message_id: b"4",
+    }
 
 
 async def test_a_bad_dedup_id_fails_alone(stub) -> None:

@@ -345,9 +345,7 @@ async def test_a_long_poll_wakes_when_a_lease_is_shortened(clocked, clocked_stub
     await shorten(stub, held.receipt, 1)  # what release(delay=1s) does
     await advance(clocked, 1)
     [response] = await asyncio.wait_for(waiting, SAFETY_TIMEOUT)
-    assert [(m.message_id, m.delivery_count) for m in response.messages] == [
-        (held.message_id, 2)
-    ]
+    assert [(m.message_id, m.delivery_count) for m in response.messages] == [(held.message_id, 2)]
 
 
 async def test_a_long_poll_wakes_when_update_message_shortens_a_lease(

@@ -116,8 +116,10 @@ def test_a_peek_and_a_receive_over_480_mib_stay_under_their_bounds(serve: Server
         before = _reset_peak(serve.process.pid)
         page = stub.PeekMessages(pb.PeekMessagesRequest(queue="big", max_messages=COUNT))
         growth = _peak_growth(serve.process.pid, before)
-        print(f"peek of {COUNT} x 8 MiB: RSS {before // MIB} MiB, peak +{growth // MIB} MiB,"
-              f" {len(page.messages)} messages on the page")
+        print(
+            f"peek of {COUNT} x 8 MiB: RSS {before // MIB} MiB, peak +{growth // MIB} MiB,"
+            f" {len(page.messages)} messages on the page"
+        )
         assert growth < PEEK_GROWTH_BOUND
         assert len(page.messages) == MESSAGES_PER_CHUNK
         assert page.next_page_token  # the rest is on the next pages
@@ -142,15 +144,19 @@ def test_a_peek_and_a_receive_over_480_mib_stay_under_their_bounds(serve: Server
         responses = list(
             stub.GetMessages(
                 pb.GetMessagesRequest(
-                    queue="big", max_messages=COUNT, wait_time=_lease(0),
+                    queue="big",
+                    max_messages=COUNT,
+                    wait_time=_lease(0),
                     visibility_timeout=_lease(600),
                 )
             )
         )
         growth = _peak_growth(serve.process.pid, before)
         received = [m for r in responses for m in r.messages]
-        print(f"receive of {COUNT} x 8 MiB: RSS {before // MIB} MiB, peak +{growth // MIB} MiB,"
-              f" {len(responses)} responses")
+        print(
+            f"receive of {COUNT} x 8 MiB: RSS {before // MIB} MiB, peak +{growth // MIB} MiB,"
+            f" {len(responses)} responses"
+        )
         assert growth < RECEIVE_GROWTH_BOUND
         # Every message came, in chunks sent one after the other.
         assert len(received) == COUNT
@@ -219,8 +225,10 @@ def test_unread_follow_streams_lease_one_chunk_and_release_it_when_they_end(
             # leases nothing more (before: the first stream leased all 20 at once).
             leased = _wait_for_leases(stub, "big", streams * MESSAGES_PER_CHUNK)
             growth = _peak_growth(serve.process.pid, before)
-            print(f"{streams} unread follow streams: {leased} messages leased,"
-                  f" peak RSS +{growth // MIB} MiB")
+            print(
+                f"{streams} unread follow streams: {leased} messages leased,"
+                f" peak RSS +{growth // MIB} MiB"
+            )
             assert leased == streams * MESSAGES_PER_CHUNK
         finally:
             for call in calls:

@@ -131,7 +131,9 @@ def _delete_results_one_by_one(results: list[LeaseResult]) -> pb.DeleteMessagesR
     st.lists(
         st.builds(
             LeaseResult,
-            receipt=st.one_of(st.text(max_size=150), st.text("abcXYZ-_09", min_size=39, max_size=39)),
+            receipt=st.one_of(
+                st.text(max_size=150), st.text("abcXYZ-_09", min_size=39, max_size=39)
+            ),
             status=st.sampled_from(list(LeaseStatus)),
         ),
         max_size=6,
@@ -158,9 +160,12 @@ def test_send_results_framed_at_once_equal_the_protobuf_api(ids, data) -> None:
     # The fast framing (no ids, no duplicates) must give exactly the same bytes.
     plain = [pb.SendEntry(body=b"x") for _ in ids]
     fresh = [SendOutcome(i) for i in ids]
-    assert convert.send_results_response(plain, fresh).SerializeToString() == pb.SendMessagesResponse(
-        results=[pb.SendResult(message_id=i) for i in ids]
-    ).SerializeToString()
+    assert (
+        convert.send_results_response(plain, fresh).SerializeToString()
+        == pb.SendMessagesResponse(
+            results=[pb.SendResult(message_id=i) for i in ids]
+        ).SerializeToString()
+    )
 
 
 # --- receipts: keyed BLAKE2b and base64url in C (server/receipts.py) -------------------------
@@ -325,7 +330,9 @@ def test_plain_entries_never_misread_bytes(data) -> None:
         assert keyed == (ids, bodies, named if any(named) else None)
 
 
-@given(st.lists(st.tuples(st.text(max_size=12), st.text("0123456789abcdef", max_size=40)), max_size=8))
+@given(
+    st.lists(st.tuples(st.text(max_size=12), st.text("0123456789abcdef", max_size=40)), max_size=8)
+)
 def test_send_results_are_written_identically_in_c(native, pairs) -> None:
     ids = [entry_id for entry_id, _ in pairs]
     message_ids = [message_id for _, message_id in pairs]

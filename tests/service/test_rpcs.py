@@ -43,7 +43,9 @@ async def test_list_queues_pages(stub) -> None:
         await create(stub, name)
     seen, token, pages = [], "", 0
     while True:
-        page = await stub.ListQueues(pb.ListQueuesRequest(prefix="a", page_size=2, page_token=token))
+        page = await stub.ListQueues(
+            pb.ListQueuesRequest(prefix="a", page_size=2, page_token=token)
+        )
         seen += [q.name for q in page.queues]
         pages += 1
         token = page.next_page_token
@@ -63,7 +65,9 @@ async def test_update_queue_by_mask(stub) -> None:
     )
     config = reply.queue.config
     assert (config.visibility_timeout, config.max_in_flight, config.max_message_bytes) == (
-        D(seconds=10), 5, 2048,
+        D(seconds=10),
+        5,
+        2048,
     )
     # A masked field left unset returns to its default; both path spellings work.
     reply = await stub.UpdateQueue(
@@ -126,7 +130,10 @@ async def test_send_receive_delete(stub) -> None:
     [response] = await receive_once(stub, queue="q", visibility_timeout=D(seconds=60))
     [message] = response.messages
     assert (message.message_id, message.body, dict(message.attributes), message.channel) == (
-        result.message_id, b"hi", {"k": "v"}, "c",
+        result.message_id,
+        b"hi",
+        {"k": "v"},
+        "c",
     )
     assert message.delivery_count == 1
     lease = message.visible_at.ToMilliseconds() - response.server_time.ToMilliseconds()
@@ -136,7 +143,9 @@ async def test_send_receive_delete(stub) -> None:
     receipts = [message.receipt, message.receipt, "forged"]
     reply = await stub.DeleteMessages(pb.DeleteMessagesRequest(queue="q", receipts=receipts))
     assert [r.status for r in reply.results] == [
-        OK, pb.LEASE_STATUS_ALREADY_DELETED, pb.LEASE_STATUS_INVALID_RECEIPT,
+        OK,
+        pb.LEASE_STATUS_ALREADY_DELETED,
+        pb.LEASE_STATUS_INVALID_RECEIPT,
     ]
     assert (await stats(stub)).deleted_total == 1
 
@@ -161,7 +170,10 @@ async def test_peek_pages_through_every_state(stub) -> None:
     while True:
         page = await stub.PeekMessages(
             pb.PeekMessagesRequest(
-                queue="q", max_messages=2, include_leased=True, include_delayed=True,
+                queue="q",
+                max_messages=2,
+                include_leased=True,
+                include_delayed=True,
                 page_token=token,
             )
         )
@@ -173,8 +185,12 @@ async def test_peek_pages_through_every_state(stub) -> None:
             break
     assert sorted(bodies) == [b"1", b"2", b"3", b"4"]
     assert sorted(states) == sorted(
-        [pb.MESSAGE_STATE_LEASED, pb.MESSAGE_STATE_VISIBLE, pb.MESSAGE_STATE_VISIBLE,
-         pb.MESSAGE_STATE_DELAYED]
+        [
+            pb.MESSAGE_STATE_LEASED,
+            pb.MESSAGE_STATE_VISIBLE,
+            pb.MESSAGE_STATE_VISIBLE,
+            pb.MESSAGE_STATE_DELAYED,
+        ]
     )
     visible_only = await stub.PeekMessages(pb.PeekMessagesRequest(queue="q", max_messages=10))
     assert [m.body for m in visible_only.messages] == [b"2", b"3"]
@@ -242,7 +258,9 @@ async def test_update_message_to_zero_releases_it(server, stub) -> None:
     await until_sleeping(server, "q")
     await stub.UpdateMessage(
         pb.UpdateMessageRequest(
-            queue="q", receipt=response.messages[0].receipt, visibility_timeout=D(),
+            queue="q",
+            receipt=response.messages[0].receipt,
+            visibility_timeout=D(),
             update_mask=field_mask_pb2.FieldMask(paths=["visibility_timeout"]),
         )
     )
@@ -256,8 +274,9 @@ async def test_dead_letter_and_redrive(server, stub) -> None:
     await send(stub, "q", b"poison")
     await receive_once(stub, queue="q", visibility_timeout=D())  # delivery 1, no lease
     # A waiter on the dead letter queue wakes when a receive on q moves the message there.
-    waiting = asyncio.create_task(receive_once(stub, queue="dlq", wait_time=D(seconds=30),
-                                               visibility_timeout=D()))
+    waiting = asyncio.create_task(
+        receive_once(stub, queue="dlq", wait_time=D(seconds=30), visibility_timeout=D())
+    )
     await until_sleeping(server, "dlq")
     [nothing] = await receive_once(stub, queue="q", wait_time=D())
     assert list(nothing.messages) == []
@@ -289,17 +308,22 @@ async def test_message_and_lease_responses_carry_server_time(stub) -> None:
     # API.md: responses carry the server's time so clients need not trust their own clock.
     await create(stub)
     sent = await stub.SendMessages(
-        pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(body=b"a"), pb.SendEntry(body=b"b")])
+        pb.SendMessagesRequest(
+            queue="q", entries=[pb.SendEntry(body=b"a"), pb.SendEntry(body=b"b")]
+        )
     )
     [response] = await receive_once(stub, queue="q", max_messages=2)
     first, second = (m.receipt for m in response.messages)
     changed = await stub.ChangeVisibility(
         pb.ChangeVisibilityRequest(
-            queue="q", entries=[pb.ChangeVisibilityEntry(receipt=first, visibility_timeout=D(seconds=9))]
+            queue="q",
+            entries=[pb.ChangeVisibilityEntry(receipt=first, visibility_timeout=D(seconds=9))],
         )
     )
     updated = await stub.UpdateMessage(
-        pb.UpdateMessageRequest(queue="q", receipt=second, body=b"B", update_mask={"paths": ["body"]})
+        pb.UpdateMessageRequest(
+            queue="q", receipt=second, body=b"B", update_mask={"paths": ["body"]}
+        )
     )
     deleted = await stub.DeleteMessages(pb.DeleteMessagesRequest(queue="q", receipts=[first]))
     times = [r.server_time.ToSeconds() for r in (sent, response, changed, updated, deleted)]

@@ -85,8 +85,10 @@ def test_follow_streams_cancelled_under_traffic_leave_nothing_leased(
                     calls.append(
                         pb_grpc.QueueServiceStub(chan).GetMessages(
                             pb.GetMessagesRequest(
-                                queue="work", max_messages=rng.choice([1, 10, 100]),
-                                follow=True, visibility_timeout=LEASE,
+                                queue="work",
+                                max_messages=rng.choice([1, 10, 100]),
+                                follow=True,
+                                visibility_timeout=LEASE,
                             ),
                             timeout=timeout,
                         )

@@ -20,14 +20,14 @@ from tests.support.process import ServerProcess, free_port  # noqa: E402
 def spark():
     # Executors must run this interpreter (with leaseq installed), and Spark starts before any
     # gRPC channel of this process (see leaseq.spark_ext's docstring on start-up order).
-    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
+    saved = {
+        k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
+    }
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Functions defined in test modules are pickled by reference: workers must import `tests`.
     root = str(Path(__file__).resolve().parents[2])
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH")) if p
-    )
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import SparkSession
 
     # local[2,2]: two threads (local[2]) and two attempts per task. Local mode ignores

@@ -60,11 +60,21 @@ def test_write_queue_and_consume_process_ack(remote, server, client, queue, tmp_
     sink = str(tmp_path)
 
     def fn(table: pa.Table) -> None:
-        pq.write_table(table.select(["message_id", "body"]),
-                       f"{sink}/{table.column('message_id')[0].as_py()}.parquet")
+        pq.write_table(
+            table.select(["message_id", "body"]),
+            f"{sink}/{table.column('message_id')[0].as_py()}.parquet",
+        )
 
-    result = consume_process_ack(remote, queue, fn, target=server.target, num_partitions=2,
-                                 batch_size=1_000, wait_time=0, arrow=True)
+    result = consume_process_ack(
+        remote,
+        queue,
+        fn,
+        target=server.target,
+        num_partitions=2,
+        batch_size=1_000,
+        wait_time=0,
+        arrow=True,
+    )
     assert (result.received, result.acked, result.failed) == (n, n, 0)
     got = pq.read_table(sink).column("body").to_pylist()
     assert sorted(got) == expected(n)
@@ -74,16 +84,30 @@ def test_write_queue_and_consume_process_ack(remote, server, client, queue, tmp_
 def test_the_data_source_reads_and_writes(remote, server, client, queue):
     register(remote)
     n = 500
-    (bodies(remote, n).write.format("leaseq").option("target", server.target)
-     .option("queue", queue).mode("append").save())
+    (
+        bodies(remote, n)
+        .write.format("leaseq")
+        .option("target", server.target)
+        .option("queue", queue)
+        .mode("append")
+        .save()
+    )
     assert client.stats(queue).visible == n
-    rows = (remote.read.format("leaseq").option("target", server.target).option("queue", queue)
-            .option("numPartitions", 2).option("maxMessagesPerPartition", n).load()
-            .select("body").collect())
+    rows = (
+        remote.read.format("leaseq")
+        .option("target", server.target)
+        .option("queue", queue)
+        .option("numPartitions", 2)
+        .option("maxMessagesPerPartition", n)
+        .load()
+        .select("body")
+        .collect()
+    )
     assert sorted(r.body for r in rows) == expected(n)
     assert client.stats(queue).leased == n
-    leased = read_queue(remote, queue, target=server.target, num_partitions=1,
-                        max_messages_per_partition=n)
+    leased = read_queue(
+        remote, queue, target=server.target, num_partitions=1, max_messages_per_partition=n
+    )
     assert leased.count() == 0  # every message is leased by the read above
 
 
@@ -91,12 +115,22 @@ def test_the_stream_source_and_sink(remote, server, client, queue, tmp_path):
     register(remote)
     n = 2_500
     client.send_arrow(queue, pa.table({"body": [f"m-{i}".encode() for i in range(n)]}))
-    source = (remote.readStream.format("leaseq").schema("message_id string, body binary")
-              .option("target", server.target).option("queue", queue)
-              .option("numPartitions", 2).option("maxMessagesPerTrigger", 1_000).load())
-    query = (source.writeStream.format("parquet").option("path", str(tmp_path / "lake"))
-             .option("checkpointLocation", str(tmp_path / "chk-source"))
-             .trigger(availableNow=True).start())
+    source = (
+        remote.readStream.format("leaseq")
+        .schema("message_id string, body binary")
+        .option("target", server.target)
+        .option("queue", queue)
+        .option("numPartitions", 2)
+        .option("maxMessagesPerTrigger", 1_000)
+        .load()
+    )
+    query = (
+        source.writeStream.format("parquet")
+        .option("path", str(tmp_path / "lake"))
+        .option("checkpointLocation", str(tmp_path / "chk-source"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     assert query.exception() is None
     lake = remote.read.parquet(str(tmp_path / "lake"))
@@ -105,11 +139,16 @@ def test_the_stream_source_and_sink(remote, server, client, queue, tmp_path):
 
     out = f"{queue}-out"
     client.create_queue(out)
-    query = (remote.readStream.schema("message_id string, body binary")
-             .parquet(str(tmp_path / "lake")).writeStream.format("leaseq")
-             .option("target", server.target).option("queue", out)
-             .option("checkpointLocation", str(tmp_path / "chk-sink"))
-             .trigger(availableNow=True).start())
+    query = (
+        remote.readStream.schema("message_id string, body binary")
+        .parquet(str(tmp_path / "lake"))
+        .writeStream.format("leaseq")
+        .option("target", server.target)
+        .option("queue", out)
+        .option("checkpointLocation", str(tmp_path / "chk-sink"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     assert query.exception() is None
     assert client.stats(out).visible == n

@@ -51,8 +51,7 @@ def test_none_means_every_row_succeeded():
     ],
     ids=["dataframe", "table", "dict", "str", "bool", "2d", "length", "ints", "bytes"],
 )
-def test_anything_else_is_a_programming_error_that_says_what_and_what_is_accepted(result,
-                                                                                 returned):
+def test_anything_else_is_a_programming_error_that_says_what_and_what_is_accepted(result, returned):
     with pytest.raises(FnResultError) as caught:
         row_errors(result, 2)
     text = str(caught.value)
@@ -85,5 +84,8 @@ def test_a_raising_fn_is_still_bisected_to_the_rows_that_make_it_raise():
         return [True] * len(frame)
 
     assert _run_fn(fn, table, as_pandas=True, bisect=True) == [
-        None, None, "ValueError: c is bad", None
+        None,
+        None,
+        "ValueError: c is bad",
+        None,
     ]

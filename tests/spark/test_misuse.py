@@ -51,8 +51,15 @@ def test_fn_returning_its_dataframe_fails_the_job_and_leaves_the_queue_visible(
         return frame
 
     with pytest.raises(FnResultError) as caught:
-        consume_process_ack(spark, queue, fn, target=server.target, num_partitions=2,
-                            batch_size=batch, wait_time=0.5)
+        consume_process_ack(
+            spark,
+            queue,
+            fn,
+            target=server.target,
+            num_partitions=2,
+            batch_size=batch,
+            wait_time=0.5,
+        )
     text = str(caught.value)
     assert "fn returned a pandas.core.frame.DataFrame of shape (100, 9)" in text
     assert "accepted: None (every row succeeded), or one value per row" in text
@@ -77,8 +84,16 @@ def test_fn_returning_a_wrong_length_stops_after_one_call_even_when_it_raised_fi
         return [True]  # ... that meets a wrong length: stop there
 
     with pytest.raises(FnResultError, match="fn returned 1 values for a batch of 50 rows"):
-        consume_process_ack(spark, queue, fn, target=server.target, num_partitions=1,
-                            batch_size=100, wait_time=0.5, arrow=True)
+        consume_process_ack(
+            spark,
+            queue,
+            fn,
+            target=server.target,
+            num_partitions=1,
+            batch_size=100,
+            wait_time=0.5,
+            arrow=True,
+        )
     assert calls_of(tmp_path) == [50, 100]
     counts = untouched_or_delivered_once(client, queue, n)
     assert sum(counts) == 100
@@ -104,30 +119,69 @@ def _noop(frame):
     "overrides, error, text",
     [
         pytest.param(dict(fn="not a function"), TypeError, "fn must be callable", id="fn"),
-        pytest.param(dict(num_partitions=0), ValueError,
-                     "num_partitions must be at least 1, got 0", id="partitions-0"),
-        pytest.param(dict(num_partitions=2.0), TypeError,
-                     "num_partitions must be an int, got float", id="partitions-float"),
-        pytest.param(dict(batch_size=0), ValueError,
-                     "batch_size must be between 1 and 10,000, got 0", id="batch-0"),
-        pytest.param(dict(batch_size=20_000), ValueError,
-                     "batch_size must be between 1 and 10,000", id="batch-20k"),
-        pytest.param(dict(max_messages_per_partition=0), ValueError,
-                     "max_messages_per_partition", id="max-messages-0"),
-        pytest.param(dict(visibility_timeout=0), ValueError,
-                     "visibility_timeout must be more than 0", id="lease-0"),
-        pytest.param(dict(wait_time=60), ValueError,
-                     "wait_time must be at least 0 and at most 30", id="wait-60"),
-        pytest.param(dict(release_delay=-1), ValueError,
-                     "release_delay must be at least 0", id="delay-negative"),
-        pytest.param(dict(receive_ahead=9), ValueError,
-                     "receive_ahead must be between 0 and 8, got 9", id="ahead-9"),
-        pytest.param(dict(acks_in_flight=-1), ValueError,
-                     "acks_in_flight must be between 0 and 8, got -1", id="acks-negative"),
+        pytest.param(
+            dict(num_partitions=0),
+            ValueError,
+            "num_partitions must be at least 1, got 0",
+            id="partitions-0",
+        ),
+        pytest.param(
+            dict(num_partitions=2.0),
+            TypeError,
+            "num_partitions must be an int, got float",
+            id="partitions-float",
+        ),
+        pytest.param(
+            dict(batch_size=0),
+            ValueError,
+            "batch_size must be between 1 and 10,000, got 0",
+            id="batch-0",
+        ),
+        pytest.param(
+            dict(batch_size=20_000),
+            ValueError,
+            "batch_size must be between 1 and 10,000",
+            id="batch-20k",
+        ),
+        pytest.param(
+            dict(max_messages_per_partition=0),
+            ValueError,
+            "max_messages_per_partition",
+            id="max-messages-0",
+        ),
+        pytest.param(
+            dict(visibility_timeout=0),
+            ValueError,
+            "visibility_timeout must be more than 0",
+            id="lease-0",
+        ),
+        pytest.param(
+            dict(wait_time=60),
+            ValueError,
+            "wait_time must be at least 0 and at most 30",
+            id="wait-60",
+        ),
+        pytest.param(
+            dict(release_delay=-1),
+            ValueError,
+            "release_delay must be at least 0",
+            id="delay-negative",
+        ),
+        pytest.param(
+            dict(receive_ahead=9),
+            ValueError,
+            "receive_ahead must be between 0 and 8, got 9",
+            id="ahead-9",
+        ),
+        pytest.param(
+            dict(acks_in_flight=-1),
+            ValueError,
+            "acks_in_flight must be between 0 and 8, got -1",
+            id="acks-negative",
+        ),
     ],
 )
-def test_bad_arguments_fail_before_any_job(spark, server, client, queue,
-                                                         overrides, error, text):
+def test_bad_arguments_fail_before_any_job(spark, server, client, queue, overrides, error, text):
     fill(client, queue, 10)
     arguments = dict(fn=_noop, num_partitions=2, batch_size=100, wait_time=0.5)
     arguments.update(overrides)
@@ -160,8 +214,9 @@ def test_an_unreachable_target_fails_in_the_driver_with_the_cause(spark, server,
 def test_a_missing_queue_fails_in_the_driver(spark, server):
     def call():
         with pytest.raises(QueueNotFound, match="cannot use queue 'spark-no-such-queue'"):
-            consume_process_ack(spark, "spark-no-such-queue", _noop, target=server.target,
-                                num_partitions=2)
+            consume_process_ack(
+                spark, "spark-no-such-queue", _noop, target=server.target, num_partitions=2
+            )
 
     assert _jobs_run_by(spark, call) == []
 

@@ -24,24 +24,30 @@ def _fail_sevens(table):
 
 
 @pytest.mark.parametrize("ahead, acks", [(0, 0), (1, 2), (3, 3)])
-def test_pipelined_or_not_the_same_acks_and_failures(
-    spark, server, client, queue, ahead, acks
-):
+def test_pipelined_or_not_the_same_acks_and_failures(spark, server, client, queue, ahead, acks):
     n = 2_000
     fill(client, queue, n)
     with pytest.warns(ConsumeFailuresWarning, match="fn failed with"):
         result = consume_process_ack(
-            spark, queue, _fail_sevens, target=server.target, num_partitions=2,
-            batch_size=150, wait_time=0.5, arrow=True, receive_ahead=ahead, acks_in_flight=acks,
+            spark,
+            queue,
+            _fail_sevens,
+            target=server.target,
+            num_partitions=2,
+            batch_size=150,
+            wait_time=0.5,
+            arrow=True,
+            receive_ahead=ahead,
+            acks_in_flight=acks,
             release_delay=300,  # failures stay out of sight: each is given to fn once
         )
     sevens = sum(1 for i in range(n) if str(i).endswith("7"))
-    assert (result.received, result.acked, result.failed, result.lost) == (
-        n, n - sevens, sevens, 0)
+    assert (result.received, result.acked, result.failed, result.lost) == (n, n - sevens, sevens, 0)
     assert client.stats(queue).total == sevens
     left = client.peek(queue, sevens, include_leased=True, include_delayed=True)
     assert sorted(m.body for m in left) == sorted(
-        f"m-{i}".encode() for i in range(n) if str(i).endswith("7"))
+        f"m-{i}".encode() for i in range(n) if str(i).endswith("7")
+    )
     assert {m.last_error for m in left} == {"ends in 7"}
     assert {m.delivery_count for m in left} == {1}  # each failure given to fn once
 
@@ -59,8 +65,16 @@ def test_a_batch_leased_ahead_keeps_its_lease_while_fn_works_on_the_one_before(
         time.sleep(2.5)  # the work itself: longer than the 1.5 s lease
 
     result = consume_process_ack(
-        spark, queue, slow, target=server.target, num_partitions=2, batch_size=100,
-        visibility_timeout=1.5, wait_time=0.5, arrow=True, receive_ahead=1,
+        spark,
+        queue,
+        slow,
+        target=server.target,
+        num_partitions=2,
+        batch_size=100,
+        visibility_timeout=1.5,
+        wait_time=0.5,
+        arrow=True,
+        receive_ahead=1,
     )
     assert (result.received, result.acked, result.lost) == (n, n, 0)
     assert client.stats(queue).total == 0
@@ -81,8 +95,16 @@ def test_a_fn_misused_after_its_first_batch_puts_back_the_batches_leased_ahead(
         return None if calls == 0 else frame  # right the first time, then the DataFrame
 
     with pytest.raises(FnResultError, match="fn returned a pandas.core.frame.DataFrame"):
-        consume_process_ack(spark, queue, fn, target=server.target, num_partitions=1,
-                            batch_size=batch, wait_time=0.5, receive_ahead=ahead)
+        consume_process_ack(
+            spark,
+            queue,
+            fn,
+            target=server.target,
+            num_partitions=1,
+            batch_size=batch,
+            wait_time=0.5,
+            receive_ahead=ahead,
+        )
     # The first batch was acked; everything else is visible again with no last_error, and no
     # message was delivered twice: the misused batch and the ones leased ahead of it (never
     # given to fn) are released by the driver after the job.

@@ -54,8 +54,14 @@ def test_write_then_consume_200k_exactly_once(spark, server, client, queue, tmp_
     sink.mkdir()
     caplog.set_level("INFO", logger="leaseq.spark_ext")
     result = consume_process_ack(
-        spark, queue, parquet_sink(sink), target=server.target, num_partitions=2,
-        batch_size=10_000, visibility_timeout=60, wait_time=0.5,
+        spark,
+        queue,
+        parquet_sink(sink),
+        target=server.target,
+        num_partitions=2,
+        batch_size=10_000,
+        visibility_timeout=60,
+        wait_time=0.5,
     )
     assert (result.received, result.acked, result.failed, result.lost) == (n, n, 0, 0)
 
@@ -72,9 +78,14 @@ def test_write_then_consume_200k_exactly_once(spark, server, client, queue, tmp_
     lines = [r.getMessage() for r in caplog.records if r.name == "leaseq.spark_ext"]
     for part in result.per_partition:
         assert any(
-            line.startswith(f"consume_process_ack partition {part['partition']}: "
-                            f"{part['received']:,} messages in ") and "/s)" in line
-            and "; receive " in line and " s, fn " in line and " s, settle " in line
+            line.startswith(
+                f"consume_process_ack partition {part['partition']}: "
+                f"{part['received']:,} messages in "
+            )
+            and "/s)" in line
+            and "; receive " in line
+            and " s, fn " in line
+            and " s, settle " in line
             for line in lines
         ), lines
 
@@ -87,8 +98,7 @@ def test_write_then_consume_200k_exactly_once(spark, server, client, queue, tmp_
     assert (stats.total, stats.visible, stats.leased) == (0, 0, 0)
 
 
-def test_task_failing_once_sends_no_duplicates_and_loses_nothing(spark, server, client,
-                                                                 tmp_path):
+def test_task_failing_once_sends_no_duplicates_and_loses_nothing(spark, server, client, tmp_path):
     queue = "spark-retry"
     client.create_queue(queue, max_message_bytes=1024)
     n, bad = 40_000, 15_000
@@ -103,8 +113,7 @@ def test_task_failing_once_sends_no_duplicates_and_loses_nothing(spark, server, 
             if ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
                 frame = batch.to_pandas()
                 frame.loc[frame["id"] == bad, "body"] = "x" * 2000
-                batch = pa.RecordBatch.from_pandas(frame, schema=batch.schema,
-                                                   preserve_index=False)
+                batch = pa.RecordBatch.from_pandas(frame, schema=batch.schema, preserve_index=False)
             yield batch
 
     df = (
@@ -122,8 +131,9 @@ def test_task_failing_once_sends_no_duplicates_and_loses_nothing(spark, server, 
 
     sink = tmp_path / "sink"
     sink.mkdir()
-    result = consume_process_ack(spark, queue, parquet_sink(sink), target=target,
-                                 num_partitions=2, wait_time=0.5)
+    result = consume_process_ack(
+        spark, queue, parquet_sink(sink), target=target, num_partitions=2, wait_time=0.5
+    )
     assert result.acked == n
     bodies = read_sink(sink).column("body").to_pylist()
     assert sorted(bodies) == sorted(f"m-{i}".encode() for i in range(n))
@@ -134,8 +144,8 @@ def test_failed_rows_stay_in_the_queue_with_last_error(spark, server, client, qu
     n = 2_000
     df = spark.range(0, n, numPartitions=2).select(F.col("id").cast("string").alias("body"))
     write_queue(df, queue, target=server.target)
-    raising = {i for i in range(n) if i % 100 == 7}       # fn raises when these are in a batch
-    refused = {i for i in range(n) if i % 100 == 3}       # fn reports these as failed
+    raising = {i for i in range(n) if i % 100 == 7}  # fn raises when these are in a batch
+    refused = {i for i in range(n) if i % 100 == 3}  # fn reports these as failed
     sink = str(tmp_path)
 
     def fn(frame):
@@ -145,13 +155,16 @@ def test_failed_rows_stay_in_the_queue_with_last_error(spark, server, client, qu
             raise ValueError(f"cannot process {bad.iloc[0]}")
         ok = frame[~ids.isin(list(refused))]
         if len(ok):
-            pq.write_table(pa.Table.from_pandas(ok[["body"]], preserve_index=False),
-                           f"{sink}/{uuid.uuid4().hex}.parquet")
+            pq.write_table(
+                pa.Table.from_pandas(ok[["body"]], preserve_index=False),
+                f"{sink}/{uuid.uuid4().hex}.parquet",
+            )
         return ids.map(lambda i: "refused by fn" if i in refused else None)
 
     with pytest.warns(ConsumeFailuresWarning) as warned:
-        result = consume_process_ack(spark, queue, fn, target=server.target, num_partitions=2,
-                                     batch_size=500, wait_time=0.5)
+        result = consume_process_ack(
+            spark, queue, fn, target=server.target, num_partitions=2, batch_size=500, wait_time=0.5
+        )
     failed = raising | refused
     # The warning says how many failed, and why (the first few reasons).
     (warning,) = warned
@@ -183,12 +196,22 @@ def test_raise_on_failure_raises_after_the_job_with_the_result(spark, server, cl
     refused = {i for i in range(n) if i % 50 == 3}
 
     def fn(table):
-        return [None if int(b) not in refused else f"refused {int(b)}"
-                for b in table.column("body").to_pylist()]
+        return [
+            None if int(b) not in refused else f"refused {int(b)}"
+            for b in table.column("body").to_pylist()
+        ]
 
     with pytest.raises(ConsumeFailedError) as caught:
-        consume_process_ack(spark, queue, fn, target=server.target, num_partitions=1,
-                            wait_time=0.5, arrow=True, raise_on_failure=True)
+        consume_process_ack(
+            spark,
+            queue,
+            fn,
+            target=server.target,
+            num_partitions=1,
+            wait_time=0.5,
+            arrow=True,
+            raise_on_failure=True,
+        )
     result = caught.value.result
     assert (result.received, result.acked, result.failed) == (n, n - len(refused), len(refused))
     assert str(caught.value).startswith(
@@ -207,17 +230,29 @@ def test_each_partition_logs_its_progress_in_its_worker(spark, server, client, q
     client.send_arrow(queue, pa.table({"body": [b"p"] * 300}))
     spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
     try:
-        result = consume_process_ack(spark, queue, lambda table: None, target=server.target,
-                                     num_partitions=2, batch_size=100, wait_time=0.5,
-                                     arrow=True)
-        logs = (spark.tvf.python_worker_logs().where(F.col("logger") == "leaseq.spark_ext")
-                .select("level", "msg").collect())
+        result = consume_process_ack(
+            spark,
+            queue,
+            lambda table: None,
+            target=server.target,
+            num_partitions=2,
+            batch_size=100,
+            wait_time=0.5,
+            arrow=True,
+        )
+        logs = (
+            spark.tvf.python_worker_logs()
+            .where(F.col("logger") == "leaseq.spark_ext")
+            .select("level", "msg")
+            .collect()
+        )
     finally:
         spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
     assert result.acked == 300
     for part in result.per_partition:
-        expected = (f"consume_process_ack partition {part['partition']}: "
-                    f"{part['received']:,} messages in ")
+        expected = (
+            f"consume_process_ack partition {part['partition']}: {part['received']:,} messages in "
+        )
         assert [r.level for r in logs if r.msg.startswith(expected)] == ["INFO"], logs
 
 
@@ -246,10 +281,26 @@ def test_a_workers_first_client_freezes_its_heap(spark, server):
 
 def test_read_queue_and_ack_dataframe(spark, server, client, queue):
     client.send_arrow(queue, pa.table({"body": [f"r{i}".encode() for i in range(300)]}))
-    df = read_queue(spark, queue, target=server.target, num_partitions=2,
-                    max_messages_per_partition=200, visibility_timeout=60, wait_time=1)
-    assert df.columns == ["message_id", "receipt", "body", "attributes", "channel",
-                          "enqueued_at", "visible_at", "expires_at", "delivery_count"]
+    df = read_queue(
+        spark,
+        queue,
+        target=server.target,
+        num_partitions=2,
+        max_messages_per_partition=200,
+        visibility_timeout=60,
+        wait_time=1,
+    )
+    assert df.columns == [
+        "message_id",
+        "receipt",
+        "body",
+        "attributes",
+        "channel",
+        "enqueued_at",
+        "visible_at",
+        "expires_at",
+        "delivery_count",
+    ]
     first = df.select("receipt").collect()
     # A second action while the leases live re-reads the same deliveries (receive attempt ids).
     again = df.select("receipt").collect()
@@ -270,14 +321,27 @@ def test_data_source_round_trip(spark, server, client, queue):
     register(spark)
     rows = [(f"b{i}", f"k{i % 3}", "eu" if i % 2 else "us") for i in range(500)]
     source = spark.createDataFrame(rows, "body string, kind string, region string").repartition(2)
-    (source.write.format("leaseq").mode("append")
-        .option("target", server.target).option("queue", queue)
-        .option("attributesCols", "kind").option("channelCol", "region").save())
+    (
+        source.write.format("leaseq")
+        .mode("append")
+        .option("target", server.target)
+        .option("queue", queue)
+        .option("attributesCols", "kind")
+        .option("channelCol", "region")
+        .save()
+    )
     assert client.stats(queue).visible == 500
 
-    df = (spark.read.format("leaseq").option("target", server.target).option("queue", queue)
-          .option("numPartitions", 2).option("maxMessagesPerPartition", 400)
-          .option("visibilityTimeout", 60).option("waitTime", 1).load())
+    df = (
+        spark.read.format("leaseq")
+        .option("target", server.target)
+        .option("queue", queue)
+        .option("numPartitions", 2)
+        .option("maxMessagesPerPartition", 400)
+        .option("visibilityTimeout", 60)
+        .option("waitTime", 1)
+        .load()
+    )
     got = df.collect()
     assert len(got) == 500
     by_body = {r.body.decode(): r for r in got}
@@ -303,7 +367,15 @@ def test_leases_are_extended_while_fn_runs(spark, server, client, queue):
             assert c.receive("spark-idle", 1, wait_time=3) == []
             assert c.receive(queue, 10, wait_time=0) == []
 
-    result = consume_process_ack(spark, queue, slow, target=target, num_partitions=1,
-                                 visibility_timeout=1, wait_time=0.5, arrow=True)
+    result = consume_process_ack(
+        spark,
+        queue,
+        slow,
+        target=target,
+        num_partitions=1,
+        visibility_timeout=1,
+        wait_time=0.5,
+        arrow=True,
+    )
     assert (result.received, result.acked, result.lost) == (50, 50, 0)
     assert client.stats(queue).total == 0

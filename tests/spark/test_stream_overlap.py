@@ -66,8 +66,7 @@ def test_a_delete_in_flight_is_named_by_the_next_offset_and_a_restart_deletes_it
 
 def test_a_failed_overlapped_delete_is_deleted_again_by_the_next_commit(server, client, queue):
     send_bodies(client, queue, 0, 20)
-    reader = StreamReader(_lower({"target": server.target, "queue": queue,
-                                  "numPartitions": "1"}))
+    reader = StreamReader(_lower({"target": server.target, "queue": queue, "numPartitions": "1"}))
     try:
         s0 = reader.initialOffset()
         o1 = reader.latestOffset(s0, ReadMaxRows(10))
@@ -99,13 +98,22 @@ def test_a_schema_selects_the_columns_a_stream_yields(spark, server, client, que
     register(spark)
     n = 1_500
     send_bodies(client, queue, 0, n)
-    stream = (spark.readStream.format("leaseq").schema("body binary, message_id string")
-              .option("target", server.target).option("queue", queue)
-              .option("maxMessagesPerTrigger", 1000).load())
+    stream = (
+        spark.readStream.format("leaseq")
+        .schema("body binary, message_id string")
+        .option("target", server.target)
+        .option("queue", queue)
+        .option("maxMessagesPerTrigger", 1000)
+        .load()
+    )
     assert stream.columns == ["body", "message_id"]
-    query = (stream.writeStream.format("parquet").option("path", str(tmp_path / "sink"))
-             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(availableNow=True).start())
+    query = (
+        stream.writeStream.format("parquet")
+        .option("path", str(tmp_path / "sink"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(timeout=300)
         assert query.exception() is None
@@ -117,10 +125,13 @@ def test_a_schema_selects_the_columns_a_stream_yields(spark, server, client, que
     assert client.stats(queue).total == 0
 
 
-@pytest.mark.parametrize("schema", [
-    StructType([StructField("body", StringType())]),  # body is binary
-    StructType([StructField("message_id", StringType()), StructField("size", BinaryType())]),
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        StructType([StructField("body", StringType())]),  # body is binary
+        StructType([StructField("message_id", StringType()), StructField("size", BinaryType())]),
+    ],
+)
 def test_a_schema_naming_other_columns_or_types_is_refused_with_the_message_columns(
     server, queue, schema
 ):
@@ -130,11 +141,19 @@ def test_a_schema_naming_other_columns_or_types_is_refused_with_the_message_colu
 
 def test_a_wrong_schema_fails_the_query_start_with_that_message(spark, server, queue, tmp_path):
     register(spark)
-    stream = (spark.readStream.format("leaseq").schema("body string")
-              .option("target", server.target).option("queue", queue).load())
+    stream = (
+        spark.readStream.format("leaseq")
+        .schema("body string")
+        .option("target", server.target)
+        .option("queue", queue)
+        .load()
+    )
     with pytest.raises(PySparkException, match="message columns only"):
-        query = (stream.writeStream.format("noop")
-                 .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+        query = (
+            stream.writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .start()
+        )
         try:
             query.awaitTermination(timeout=120)
             if query.exception() is not None:

@@ -20,7 +20,9 @@ from leaseq.spark_ext import register
 from leaseq.spark_ext.datasource import _lower
 from leaseq.spark_ext.streaming import StreamReader
 
-pytestmark = pytest.mark.timeout(600)  # a loaded machine (helpers running Spark beside CI) took over 120 s for two batches
+pytestmark = pytest.mark.timeout(
+    600
+)  # a loaded machine (helpers running Spark beside CI) took over 120 s for two batches
 
 
 def wait_for(condition, timeout: float = 240.0, what: str = "condition") -> None:
@@ -37,16 +39,24 @@ def send_bodies(client: QueueClient, queue: str, start: int, stop: int) -> None:
 
 
 def stream_from(spark, server, queue: str, **options):
-    reader = (spark.readStream.format("leaseq").option("target", server.target)
-              .option("queue", queue).option("numPartitions", 2))
+    reader = (
+        spark.readStream.format("leaseq")
+        .option("target", server.target)
+        .option("queue", queue)
+        .option("numPartitions", 2)
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
 
 
 def to_parquet(df, sink: Path, checkpoint: Path, **trigger):
-    writer = (df.select("message_id", "body", "delivery_count").writeStream.format("parquet")
-              .option("path", str(sink)).option("checkpointLocation", str(checkpoint)))
+    writer = (
+        df.select("message_id", "body", "delivery_count")
+        .writeStream.format("parquet")
+        .option("path", str(sink))
+        .option("checkpointLocation", str(checkpoint))
+    )
     if trigger:
         writer = writer.trigger(**trigger)
     return writer.start()
@@ -101,16 +111,18 @@ def test_stop_and_restart_from_checkpoint_mid_stream_exactly_once(
     sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
     producer = Producer(server.target, queue, n, held=4_000)
     producer.start()
-    query = to_parquet(stream_from(spark, server, queue, maxMessagesPerTrigger=1000),
-                       sink, checkpoint)
+    query = to_parquet(
+        stream_from(spark, server, queue, maxMessagesPerTrigger=1000), sink, checkpoint
+    )
     try:
         wait_for(lambda: client.stats(queue).deleted_total >= 2_000, what="two batches")
     finally:
         query.stop()
     assert producer.sent < n  # stopped mid-stream: more is coming
 
-    query = to_parquet(stream_from(spark, server, queue, maxMessagesPerTrigger=1000),
-                       sink, checkpoint)
+    query = to_parquet(
+        stream_from(spark, server, queue, maxMessagesPerTrigger=1000), sink, checkpoint
+    )
     try:
         producer.release.set()
         producer.join(timeout=120)
@@ -166,9 +178,7 @@ def _fail_batch_while_armed(armed: str):
     return fn
 
 
-def test_a_failed_batch_is_replayed_exactly_after_a_restart(
-    spark, server, client, queue, tmp_path
-):
+def test_a_failed_batch_is_replayed_exactly_after_a_restart(spark, server, client, queue, tmp_path):
     register(spark)
     n = 5_000
     send_bodies(client, queue, 0, n)
@@ -205,8 +215,12 @@ def test_trigger_available_now_reads_in_limited_batches_and_ends(
     register(spark)
     n = 2_500
     send_bodies(client, queue, 0, n)
-    query = to_parquet(stream_from(spark, server, queue, maxMessagesPerTrigger=1000),
-                       tmp_path / "sink", tmp_path / "checkpoint", availableNow=True)
+    query = to_parquet(
+        stream_from(spark, server, queue, maxMessagesPerTrigger=1000),
+        tmp_path / "sink",
+        tmp_path / "checkpoint",
+        availableNow=True,
+    )
     try:
         assert query.awaitTermination(timeout=120)
         assert query.exception() is None
@@ -217,9 +231,15 @@ def test_trigger_available_now_reads_in_limited_batches_and_ends(
     # Admission control: 1,000 per trigger; then one flush batch commits the last one.
     assert [r for r in rows if r] == [1000, 1000, 500]
     # Progress: the source's "latestOffset" in each progress is the backlog and the run's work.
-    assert set(backlog[0]) == {"backlog", "uncommittedBatches", "committedMessages",
-                               "leasesExtended", "commitSeconds", "commitWaitSeconds",
-                               "planSeconds"}
+    assert set(backlog[0]) == {
+        "backlog",
+        "uncommittedBatches",
+        "committedMessages",
+        "leasesExtended",
+        "commitSeconds",
+        "commitWaitSeconds",
+        "planSeconds",
+    }
     assert backlog[0]["backlog"] == n - 1000 and backlog[-1]["backlog"] == 0
     committed = [b["committedMessages"] for b in backlog]
     assert committed == sorted(committed) and committed[0] == 0 and committed[-1] >= 2000
@@ -237,9 +257,7 @@ def _fail_after_writing_once(marker: str):
     return fn
 
 
-def test_stream_sink_is_idempotent_per_batch_and_partition(
-    spark, server, client, queue, tmp_path
-):
+def test_stream_sink_is_idempotent_per_batch_and_partition(spark, server, client, queue, tmp_path):
     register(spark)
     n = 3_000
     send_bodies(client, queue, 0, n)
@@ -249,9 +267,13 @@ def test_stream_sink_is_idempotent_per_batch_and_partition(
     marker = tmp_path / "failed"
     fail_once = _fail_after_writing_once(str(marker))
     stream = stream.select("body").mapInArrow(fail_once, "body binary")
-    query = (stream.writeStream.format("leaseq").option("target", server.target)
-             .option("queue", target).option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .start())
+    query = (
+        stream.writeStream.format("leaseq")
+        .option("target", server.target)
+        .option("queue", target)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
     try:
         query.processAllAvailable()
         assert query.exception() is None
@@ -266,13 +288,19 @@ def test_stream_sink_is_idempotent_per_batch_and_partition(
     assert client.stats(queue).total == 0
 
 
-def test_driver_extends_uncommitted_batches_with_probes_that_deliver_nothing(
-    server, client, queue
-):
+def test_driver_extends_uncommitted_batches_with_probes_that_deliver_nothing(server, client, queue):
     send_bodies(client, queue, 0, 20)
     lease = 2.0
-    reader = StreamReader(_lower({"target": server.target, "queue": queue,
-                                  "numPartitions": "2", "visibilityTimeout": str(lease)}))
+    reader = StreamReader(
+        _lower(
+            {
+                "target": server.target,
+                "queue": queue,
+                "numPartitions": "2",
+                "visibilityTimeout": str(lease),
+            }
+        )
+    )
     try:
         start = reader.initialOffset()
         end = reader.latestOffset(start, ReadMaxRows(100))
@@ -323,9 +351,11 @@ def test_a_batch_plan_splits_partitions_into_requests_of_10000():
 
     plan = BatchPlan.plan("q", 3, 50_000, 2)
     assert (plan.partitions, plan.sizes()) == (2, [25_000, 25_000])
-    assert plan.receives(1) == [("leaseq-stream:q:3:1", 10_000),
-                                ("leaseq-stream:q:3:1.1", 10_000),
-                                ("leaseq-stream:q:3:1.2", 5_000)]
+    assert plan.receives(1) == [
+        ("leaseq-stream:q:3:1", 10_000),
+        ("leaseq-stream:q:3:1.1", 10_000),
+        ("leaseq-stream:q:3:1.2", 5_000),
+    ]
     assert len(plan.attempt_ids()) == 6 and len(set(plan.attempt_ids())) == 6
     # Request 0 keeps the id a partition had when it was one request (offsets logged then).
     assert plan.attempt_id(1) == "leaseq-stream:q:3:1"
@@ -336,8 +366,16 @@ def test_a_batch_plan_splits_partitions_into_requests_of_10000():
 
 def test_a_partition_of_several_requests_replays_exactly_and_commits(server, client, queue):
     send_bodies(client, queue, 0, 23_000)
-    reader = StreamReader(_lower({"target": server.target, "queue": queue,
-                                  "numPartitions": "1", "visibilityTimeout": "60"}))
+    reader = StreamReader(
+        _lower(
+            {
+                "target": server.target,
+                "queue": queue,
+                "numPartitions": "1",
+                "visibilityTimeout": "60",
+            }
+        )
+    )
     try:
         start = reader.initialOffset()
         end = reader.latestOffset(start, ReadMaxRows(30_000))
@@ -361,8 +399,16 @@ def test_a_partition_of_several_requests_replays_exactly_and_commits(server, cli
 
 def test_a_partition_stops_at_its_first_short_request(server, client, queue):
     send_bodies(client, queue, 0, 12_000)
-    reader = StreamReader(_lower({"target": server.target, "queue": queue,
-                                  "numPartitions": "1", "visibilityTimeout": "60"}))
+    reader = StreamReader(
+        _lower(
+            {
+                "target": server.target,
+                "queue": queue,
+                "numPartitions": "1",
+                "visibilityTimeout": "60",
+            }
+        )
+    )
     try:
         start = reader.initialOffset()
         end = reader.latestOffset(start, ReadMaxRows(30_000))

@@ -41,9 +41,7 @@ async def store(db_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStore]:
         await opened.close()
 
 
-def run_on_writer(
-    store: SqliteStore, fn: Callable[[sqlite3.Connection], object], weight: int = 1
-):
+def run_on_writer(store: SqliteStore, fn: Callable[[sqlite3.Connection], object], weight: int = 1):
     """Run fn(connection) on the store's writer as one operation of a group: on the event loop,
     or with a weight above writer.INLINE_WEIGHT on the writer's thread."""
     assert store._writer is not None

@@ -68,17 +68,29 @@ async def _random_operation(
 ) -> None:
     queue = rng.choice(QUEUES)
     kind = rng.choices(
-        ["send", "plain", "receive", "delete", "release", "advance", "retention", "purge",
-         "redrive"],
+        [
+            "send",
+            "plain",
+            "receive",
+            "delete",
+            "release",
+            "advance",
+            "retention",
+            "purge",
+            "redrive",
+        ],
         weights=[6, 3, 5, 3, 2, 3, 0.7, 0.2, 0.6],
     )[0]
     if kind == "send":
         # Many distinct ttls: more classes than a queue may have.
         ttls = [None, None, 5.0, 30.0, *(rng.randint(2, 120) / 2 for _ in range(3))]
-        await store.send(queue, [
-            NewMessage(b"m", delay=rng.choice([None, 0.0, 3.0]), ttl=rng.choice(ttls))
-            for _ in range(rng.randint(1, 8))
-        ])
+        await store.send(
+            queue,
+            [
+                NewMessage(b"m", delay=rng.choice([None, 0.0, 3.0]), ttl=rng.choice(ttls))
+                for _ in range(rng.randint(1, 8))
+            ],
+        )
     elif kind == "plain":
         await store.send_bodies(queue, [b"p"] * rng.randint(1, 30))
     elif kind == "receive":
@@ -98,7 +110,9 @@ async def _random_operation(
     elif kind == "retention":
         info = await store.get_queue(queue)
         retention = rng.choice([20.0, 45.0, 60.0, 90.5])
-        await store.update_queue(queue, dataclasses.replace(info.config, message_retention=retention))
+        await store.update_queue(
+            queue, dataclasses.replace(info.config, message_retention=retention)
+        )
     elif kind == "purge":
         await store.purge_queue(queue)
     elif kind == "redrive":
@@ -117,7 +131,9 @@ async def test_sweep_and_oldest_visible_match_a_scan_after_random_operations_and
         await store.create_queue(
             "main",
             QueueConfig(
-                message_retention=60.0, dead_letter_queue="dlq", max_delivery_count=2,
+                message_retention=60.0,
+                dead_letter_queue="dlq",
+                max_delivery_count=2,
                 max_in_flight=40,
             ),
         )

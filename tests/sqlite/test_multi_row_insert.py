@@ -25,9 +25,7 @@ def test_statements_cover_every_row_once_in_order(rows: int) -> None:
     assert covered == list(range(rows))
     assert all(count in INSERT_ROWS for _, count in cuts)
     # Largest shapes first: at most 9 statements of each smaller shape.
-    assert all(
-        sum(1 for _, count in cuts if count == size) < 10 for size in INSERT_ROWS[1:]
-    )
+    assert all(sum(1 for _, count in cuts if count == size) < 10 for size in INSERT_ROWS[1:])
 
 
 def _rows(path: Path) -> list[tuple]:

@@ -71,8 +71,13 @@ async def test_hot_statement_searches_an_index(
     assert plan, plan
     assert all(
         step.startswith(
-            ("SEARCH messages", "SEARCH tombstones", "SEARCH m USING INTEGER PRIMARY KEY",
-             *_JSON_ARRAY_STEPS, *_SMALL_STEPS)
+            (
+                "SEARCH messages",
+                "SEARCH tombstones",
+                "SEARCH m USING INTEGER PRIMARY KEY",
+                *_JSON_ARRAY_STEPS,
+                *_SMALL_STEPS,
+            )
         )
         for step in plan
     ), plan

@@ -78,7 +78,10 @@ async def test_rarely_set_fields_come_back_whole(store: SqliteStore, clock: Fake
     again = await store.receive("q", 3, LEASE, attempt_id="a1")
     [plain] = again.messages
     assert (plain.body, plain.attributes, plain.channel, plain.last_error) == (
-        b"plain", {}, "", "failed: \u2603"
+        b"plain",
+        {},
+        "",
+        "failed: \u2603",
     )
     rich, chan = held[1], held[2]
     assert (rich.attributes, rich.channel, rich.last_error) == (attributes, "eu/orders", "")
@@ -115,8 +118,7 @@ def test_the_one_row_pick_reads_an_index_range_without_sorting(
         sql = s.picked_sql(s._channel_clause(channel_filter)[0])
         with read_only(db_path) as conn:
             plan = [
-                row[-1]
-                for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", [1] * sql.count("?"))
+                row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", [1] * sql.count("?"))
             ]
         # The subquery is a co-routine (not flattened into the aggregate): its rows reach
         # json_group_array in its ORDER BY order.

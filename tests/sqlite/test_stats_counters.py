@@ -54,15 +54,18 @@ async def _random_operation(
         weights=[6, 5, 4, 2, 1, 3, 0.3, 0.5],
     )[0]
     if kind == "send":
-        await store.send(queue, [
-            NewMessage(
-                b"m",
-                channel=rng.choice(CHANNELS),
-                delay=rng.choice([None, None, 0.0, 5.0]),
-                ttl=rng.choice([None, None, 3.0, 50.0]),
-            )
-            for _ in range(rng.randint(1, 6))
-        ])
+        await store.send(
+            queue,
+            [
+                NewMessage(
+                    b"m",
+                    channel=rng.choice(CHANNELS),
+                    delay=rng.choice([None, None, 0.0, 5.0]),
+                    ttl=rng.choice([None, None, 3.0, 50.0]),
+                )
+                for _ in range(rng.randint(1, 6))
+            ],
+        )
     elif kind in ("receive", "attempt"):
         try:
             outcome = await store.receive(

@@ -42,7 +42,9 @@ async def test_every_key_of_a_run_answers_for_itself(store: SqliteStore, db_path
     assert [r.status for r in outcome.results] == [LeaseStatus.OK] * 5
     # a,b (seq 1) | c (seq 2) | d,e (seq 1, after the other queue's key)
     assert [(last - key + 1, seq) for key, last, seq in _tombstone_rows(db_path)] == [
-        (2, 1), (1, 2), (2, 1),
+        (2, 1),
+        (1, 2),
+        (2, 1),
     ]
 
     again_outcome = await store.delete("q", current + [first[2].receipt])

@@ -33,7 +33,9 @@ def stop_server(server: SqsServer) -> None:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def sqs_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqsServer]:
+def sqs_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SqsServer]:
     yield from http_frontend.per_store(request, tmp_path_factory, "--sqs-listen", FAULT)
 
 

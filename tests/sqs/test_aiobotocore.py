@@ -35,7 +35,10 @@ async def test_aiobotocore_consumer_loop_processes_every_message_once(sqs_server
                 processed.extend(m["Body"] for m in messages)
                 deleted = await client.delete_message_batch(
                     QueueUrl=url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(messages)
+                    ],
                 )
                 assert not deleted.get("Failed")
                 if len(processed) >= MESSAGES:
@@ -52,5 +55,11 @@ async def test_aiobotocore_consumer_loop_processes_every_message_once(sqs_server
         await asyncio.wait_for(done.wait(), timeout=90)
         await asyncio.gather(*consumers)
         assert sorted(processed) == sorted(f"m{i}" for i in range(MESSAGES))
-        attrs = (await client.get_queue_attributes(QueueUrl=url, AttributeNames=["All"]))["Attributes"]
-        assert attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0"
+        attrs = (await client.get_queue_attributes(QueueUrl=url, AttributeNames=["All"]))[
+            "Attributes"
+        ]
+        assert (
+            attrs["ApproximateNumberOfMessages"]
+            == attrs["ApproximateNumberOfMessagesNotVisible"]
+            == "0"
+        )

@@ -93,7 +93,8 @@ def test_bad_credentials_are_refused(auth_server):
         unknown.list_queues()
     assert code_of(excinfo) == "InvalidClientTokenId"
     request = urllib.request.Request(
-        auth_server.endpoint + "/", data=b"Action=ListQueues",
+        auth_server.endpoint + "/",
+        data=b"Action=ListQueues",
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     with pytest.raises(urllib.error.HTTPError) as unsigned:
@@ -103,18 +104,28 @@ def test_bad_credentials_are_refused(auth_server):
     assert root.find("{*}Error/{*}Code").text == "MissingAuthenticationToken"
 
 
-def _signed(endpoint: str, method: str, url: str, body: bytes, key: str, secret: str) -> urllib.request.Request:
-    request = AWSRequest(method=method, url=url, data=body,
-                         headers={"Content-Type": "application/x-www-form-urlencoded"} if body else {})
+def _signed(
+    endpoint: str, method: str, url: str, body: bytes, key: str, secret: str
+) -> urllib.request.Request:
+    request = AWSRequest(
+        method=method,
+        url=url,
+        data=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded"} if body else {},
+    )
     SigV4Auth(Credentials(key, secret), "sqs", REGION).add_auth(request)
     prepared = request.prepare()
-    return urllib.request.Request(prepared.url, data=body or None, headers=dict(prepared.headers), method=method)
+    return urllib.request.Request(
+        prepared.url, data=body or None, headers=dict(prepared.headers), method=method
+    )
 
 
 def test_signed_query_protocol_requests_post_and_get(auth_server):
     name = unique("orders")
     body = f"Action=CreateQueue&QueueName={name}&Attribute.1.Name=DelaySeconds&Attribute.1.Value=0".encode()
-    request = _signed(auth_server.endpoint, "POST", auth_server.endpoint + "/", body, "AKIAADMIN", "admin-secret")
+    request = _signed(
+        auth_server.endpoint, "POST", auth_server.endpoint + "/", body, "AKIAADMIN", "admin-secret"
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 200
     url = f"{auth_server.endpoint}/000000000000/{name}?Action=SendMessage&MessageBody=hello%20world%21&Version=2012-11-05"
@@ -124,7 +135,9 @@ def test_signed_query_protocol_requests_post_and_get(auth_server):
     assert root.find("{*}SendMessageResult/{*}MessageId").text
     # The same signed request with a changed parameter no longer verifies.
     tampered = urllib.request.Request(
-        request.full_url.replace("hello", "jello"), headers=dict(request.header_items()), method="GET"
+        request.full_url.replace("hello", "jello"),
+        headers=dict(request.header_items()),
+        method="GET",
     )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(tampered, timeout=30)
@@ -138,7 +151,10 @@ def test_signed_query_protocol_requests_post_and_get(auth_server):
         ('access_keys = [{ secret = "TOPSECRET" }]', "id: required"),
         ('access_keys = "A:TOPSECRET"', "a list of"),
         ('access_keys = [{ id = "A", secret = "TOPSECRET", region = "x" }]', "unknown key"),
-        ('access_keys = [{ id = "A", secret = "TOPSECRET" }, { id = "A", secret = "TOPSECRET2" }]', "listed twice"),
+        (
+            'access_keys = [{ id = "A", secret = "TOPSECRET" }, { id = "A", secret = "TOPSECRET2" }]',
+            "listed twice",
+        ),
     ],
 )
 def test_malformed_access_keys_are_refused_without_quoting_secrets(entry, message):

@@ -18,9 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def aws(sqs_server, tmp_path_factory):
     home = tmp_path_factory.mktemp("aws-home")
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("AWS_")
-    } | {
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {
         "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test",
         "AWS_DEFAULT_REGION": "us-east-1",
@@ -31,8 +29,17 @@ def aws(sqs_server, tmp_path_factory):
 
     def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [sys.executable, "-m", "awscli", "sqs", *args, "--endpoint-url", sqs_server.endpoint,
-             "--output", "json"],
+            [
+                sys.executable,
+                "-m",
+                "awscli",
+                "sqs",
+                *args,
+                "--endpoint-url",
+                sqs_server.endpoint,
+                "--output",
+                "json",
+            ],
             capture_output=True,
             text=True,
             env=env,
@@ -47,34 +54,66 @@ def aws(sqs_server, tmp_path_factory):
 
 def test_aws_cli_queue_and_message_commands(aws, sqs_server):
     name = unique("cli")
-    url = json.loads(aws("create-queue", "--queue-name", name, "--attributes", "VisibilityTimeout=600").stdout)["QueueUrl"]
+    url = json.loads(
+        aws("create-queue", "--queue-name", name, "--attributes", "VisibilityTimeout=600").stdout
+    )["QueueUrl"]
     assert url == f"{sqs_server.endpoint}/000000000000/{name}"
     assert json.loads(aws("get-queue-url", "--queue-name", name).stdout)["QueueUrl"] == url
     assert url in json.loads(aws("list-queues", "--queue-name-prefix", name).stdout)["QueueUrls"]
 
     sent = json.loads(
-        aws("send-message", "--queue-url", url, "--message-body", "from the cli",
-            "--message-attributes", '{"n": {"DataType": "Number", "StringValue": "3"}}').stdout
+        aws(
+            "send-message",
+            "--queue-url",
+            url,
+            "--message-body",
+            "from the cli",
+            "--message-attributes",
+            '{"n": {"DataType": "Number", "StringValue": "3"}}',
+        ).stdout
     )
     assert sent["MD5OfMessageBody"] == hashlib.md5(b"from the cli").hexdigest()
     batch = json.loads(
-        aws("send-message-batch", "--queue-url", url, "--entries",
-            json.dumps([{"Id": "a", "MessageBody": "A"}, {"Id": "b", "MessageBody": "bad\u0000"}])).stdout
+        aws(
+            "send-message-batch",
+            "--queue-url",
+            url,
+            "--entries",
+            json.dumps([{"Id": "a", "MessageBody": "A"}, {"Id": "b", "MessageBody": "bad\u0000"}]),
+        ).stdout
     )
     assert [s["Id"] for s in batch["Successful"]] == ["a"]
     assert batch["Failed"][0]["Code"] == "InvalidMessageContents"
 
-    attrs = json.loads(aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "All").stdout)["Attributes"]
+    attrs = json.loads(
+        aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "All").stdout
+    )["Attributes"]
     assert attrs["VisibilityTimeout"] == "600" and attrs["ApproximateNumberOfMessages"] == "2"
 
     got = json.loads(
-        aws("receive-message", "--queue-url", url, "--max-number-of-messages", "10",
-            "--message-attribute-names", "All", "--wait-time-seconds", "1").stdout
+        aws(
+            "receive-message",
+            "--queue-url",
+            url,
+            "--max-number-of-messages",
+            "10",
+            "--message-attribute-names",
+            "All",
+            "--wait-time-seconds",
+            "1",
+        ).stdout
     )["Messages"]
     assert sorted(m["Body"] for m in got) == ["A", "from the cli"]
     for message in got:
-        aws("change-message-visibility", "--queue-url", url, "--receipt-handle",
-            message["ReceiptHandle"], "--visibility-timeout", "60")
+        aws(
+            "change-message-visibility",
+            "--queue-url",
+            url,
+            "--receipt-handle",
+            message["ReceiptHandle"],
+            "--visibility-timeout",
+            "60",
+        )
         aws("delete-message", "--queue-url", url, "--receipt-handle", message["ReceiptHandle"])
 
     aws("set-queue-attributes", "--queue-url", url, "--attributes", "DelaySeconds=1")
@@ -86,5 +125,7 @@ def test_aws_cli_reports_sqs_errors(aws):
     result = aws("get-queue-url", "--queue-name", unique("missing"), ok=False)
     assert result.returncode != 0
     assert "NonExistentQueue" in result.stderr or "QueueDoesNotExist" in result.stderr
-    result = aws("create-queue", "--queue-name", "x.fifo", "--attributes", "FifoQueue=true", ok=False)
+    result = aws(
+        "create-queue", "--queue-name", "x.fifo", "--attributes", "FifoQueue=true", ok=False
+    )
     assert result.returncode != 0 and "InvalidAttributeName" in result.stderr

@@ -67,7 +67,10 @@ def test_send_receive_delete_round_trips_typed_attributes_and_md5s(sqs, queue_ur
     assert message["Attributes"]["ApproximateReceiveCount"] == "1"
     assert int(message["Attributes"]["SentTimestamp"]) > 1_600_000_000_000
     assert set(message["Attributes"]) == {
-        "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp"
+        "SenderId",
+        "SentTimestamp",
+        "ApproximateReceiveCount",
+        "ApproximateFirstReceiveTimestamp",
     }
 
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
@@ -95,7 +98,8 @@ def test_message_attribute_names_select_by_name_and_prefix(sqs, queue_url):
 def test_delay_seconds_keeps_a_message_delayed(sqs, queue_url):
     sqs.send_message(QueueUrl=queue_url, MessageBody="later", DelaySeconds=900)
     attrs = sqs.get_queue_attributes(
-        QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessages"]
+        QueueUrl=queue_url,
+        AttributeNames=["ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessages"],
     )["Attributes"]
     assert attrs == {"ApproximateNumberOfMessagesDelayed": "1", "ApproximateNumberOfMessages": "0"}
     assert "Messages" not in sqs.receive_message(QueueUrl=queue_url)
@@ -107,7 +111,11 @@ def test_send_batch_partial_failure_sends_the_valid_entries(sqs, queue_url):
         Entries=[
             {"Id": "ok-1", "MessageBody": "one", "MessageAttributes": {"a": ATTRIBUTES["kind"]}},
             {"Id": "bad-chars", "MessageBody": "bad\x00body"},
-            {"Id": "bad-attr", "MessageBody": "x", "MessageAttributes": {"n": {"DataType": "Number", "StringValue": "abc"}}},
+            {
+                "Id": "bad-attr",
+                "MessageBody": "x",
+                "MessageAttributes": {"n": {"DataType": "Number", "StringValue": "abc"}},
+            },
             {"Id": "bad-delay", "MessageBody": "x", "DelaySeconds": 901},
             {"Id": "ok_2", "MessageBody": "two"},
         ],
@@ -141,10 +149,13 @@ def test_batch_shape_errors(sqs, queue_url):
     assert error_code(excinfo) == "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
     with pytest.raises(sqs.exceptions.BatchEntryIdsNotDistinct):
         sqs.send_message_batch(
-            QueueUrl=queue_url, Entries=[{"Id": "a", "MessageBody": "x"}, {"Id": "a", "MessageBody": "y"}]
+            QueueUrl=queue_url,
+            Entries=[{"Id": "a", "MessageBody": "x"}, {"Id": "a", "MessageBody": "y"}],
         )
     with pytest.raises(sqs.exceptions.InvalidBatchEntryId):
-        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[{"Id": "no spaces", "ReceiptHandle": "r"}])
+        sqs.delete_message_batch(
+            QueueUrl=queue_url, Entries=[{"Id": "no spaces", "ReceiptHandle": "r"}]
+        )
     with pytest.raises(sqs.exceptions.BatchRequestTooLong):
         sqs.send_message_batch(
             QueueUrl=queue_url,
@@ -159,7 +170,9 @@ def test_delete_and_visibility_batches_report_each_entry(sqs, queue_url):
     sqs.send_message_batch(
         QueueUrl=queue_url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(3)]
     )
-    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
+    messages = sqs.receive_message(
+        QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60
+    )["Messages"]
     assert len(messages) == 3
     handles = [m["ReceiptHandle"] for m in messages]
     changed = sqs.change_message_visibility_batch(
@@ -245,7 +258,9 @@ def test_send_errors(sqs, queue_url):
         sqs.send_message(
             QueueUrl=queue_url,
             MessageBody="x",
-            MessageAttributes={f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)},
+            MessageAttributes={
+                f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)
+            },
         )
     assert error_code(excinfo) == "InvalidParameterValue"
     with pytest.raises(ClientError) as excinfo:
@@ -253,7 +268,9 @@ def test_send_errors(sqs, queue_url):
             QueueUrl=queue_url, MessageBody="x", MessageAttributes={"AWS.x": ATTRIBUTES["kind"]}
         )
     assert error_code(excinfo) == "InvalidParameterValue"
-    small = sqs.create_queue(QueueName=unique(), Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    small = sqs.create_queue(QueueName=unique(), Attributes={"MaximumMessageSize": "1024"})[
+        "QueueUrl"
+    ]
     with pytest.raises(ClientError) as excinfo:
         sqs.send_message(QueueUrl=small, MessageBody="x" * 1025)
     assert error_code(excinfo) == "InvalidParameterValue"
@@ -266,7 +283,10 @@ def test_send_errors(sqs, queue_url):
 def test_over_limit_when_the_queue_holds_max_in_flight(sqs, grpc_client, queue_url):
     name = queue_url.rsplit("/", 1)[1]
     grpc_client.update_queue(name, max_in_flight=1)  # no SQS attribute for it: set over gRPC
-    sqs.send_message_batch(QueueUrl=queue_url, Entries=[{"Id": "a", "MessageBody": "a"}, {"Id": "b", "MessageBody": "b"}])
+    sqs.send_message_batch(
+        QueueUrl=queue_url,
+        Entries=[{"Id": "a", "MessageBody": "a"}, {"Id": "b", "MessageBody": "b"}],
+    )
     assert len(sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=60)["Messages"]) == 1
     with pytest.raises(sqs.exceptions.OverLimit) as excinfo:
         sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=60)
@@ -313,10 +333,14 @@ def test_long_poll_ends_empty_after_its_wait(sqs, queue_url):
 
 def test_dead_letter_queue_after_max_receive_count(sqs, queue_url):
     dlq_url = sqs.create_queue(QueueName=unique("dlq"))["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     sqs.set_queue_attributes(
         QueueUrl=queue_url,
-        Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})},
+        Attributes={
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})
+        },
     )
     sqs.send_message(QueueUrl=queue_url, MessageBody="poison")
     for _ in range(2):
@@ -324,10 +348,14 @@ def test_dead_letter_queue_after_max_receive_count(sqs, queue_url):
         assert got[0]["Body"] == "poison"
     # The third receive finds it over maxReceiveCount: it moves to the DLQ instead.
     assert "Messages" not in sqs.receive_message(QueueUrl=queue_url)
-    dead = sqs.receive_message(QueueUrl=dlq_url, AttributeNames=["ApproximateReceiveCount"])["Messages"]
+    dead = sqs.receive_message(QueueUrl=dlq_url, AttributeNames=["ApproximateReceiveCount"])[
+        "Messages"
+    ]
     assert [m["Body"] for m in dead] == ["poison"]
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq_url)["queueUrls"] == [queue_url]
-    sqs.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=dead[0]["ReceiptHandle"], VisibilityTimeout=0)
+    sqs.change_message_visibility(
+        QueueUrl=dlq_url, ReceiptHandle=dead[0]["ReceiptHandle"], VisibilityTimeout=0
+    )
     # Redrive back to the source queue.
     task = sqs.start_message_move_task(SourceArn=dlq_arn)
     assert task["TaskHandle"]

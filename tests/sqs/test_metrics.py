@@ -40,11 +40,14 @@ def test_sqs_requests_and_messages_are_counted(metrics_server):
     sqs = boto3_client(server.endpoint)
     url = sqs.create_queue(QueueName=unique())["QueueUrl"]
     queue = url.rsplit("/", 1)[1]
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(3)])
+    sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(3)]
+    )
     sqs.send_message(QueueUrl=url, MessageBody="y")
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     sqs.delete_message_batch(
-        QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+        QueueUrl=url,
+        Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)],
     )
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName=unique("missing"))
@@ -57,4 +60,7 @@ def test_sqs_requests_and_messages_are_counted(metrics_server):
     assert found[("leaseq_rpcs_handled_total", handled)] == 1
     failed = (("code", "QueueDoesNotExist"), ("method", "GetQueueUrl"), ("service", "AmazonSQS"))
     assert found[("leaseq_rpcs_handled_total", failed)] == 1
-    assert ("leaseq_rpc_duration_seconds_count", (("code", "OK"), ("method", "ReceiveMessage"), ("service", "AmazonSQS"))) in found
+    assert (
+        "leaseq_rpc_duration_seconds_count",
+        (("code", "OK"), ("method", "ReceiveMessage"), ("service", "AmazonSQS")),
+    ) in found

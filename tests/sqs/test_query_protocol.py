@@ -18,7 +18,9 @@ from .test_messages import expected_attributes_md5
 NS = {"sqs": "http://queue.amazonaws.com/doc/2012-11-05/"}
 
 
-def call(endpoint: str, params: dict[str, str], path: str = "/", method: str = "POST") -> tuple[int, ET.Element]:
+def call(
+    endpoint: str, params: dict[str, str], path: str = "/", method: str = "POST"
+) -> tuple[int, ET.Element]:
     data = urllib.parse.urlencode(params)
     if method == "GET":
         request = urllib.request.Request(f"{endpoint}{path}?{data}", method="GET")
@@ -47,8 +49,13 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
     name = unique("query")
     status, root = call(
         endpoint,
-        {"Action": "CreateQueue", "QueueName": name, "Attribute.1.Name": "VisibilityTimeout",
-         "Attribute.1.Value": "40", "Version": "2012-11-05"},
+        {
+            "Action": "CreateQueue",
+            "QueueName": name,
+            "Attribute.1.Name": "VisibilityTimeout",
+            "Attribute.1.Value": "40",
+            "Version": "2012-11-05",
+        },
     )
     assert status == 200
     assert root.tag == f"{{{NS['sqs']}}}CreateQueueResponse"
@@ -70,11 +77,16 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
     blob = b"\x00\xff binary"
     status, root = call(
         endpoint,
-        {"Action": "SendMessage", "MessageBody": "via query <&>",
-         "MessageAttribute.1.Name": "n", "MessageAttribute.1.Value.DataType": "Number",
-         "MessageAttribute.1.Value.StringValue": "42",
-         "MessageAttribute.2.Name": "b", "MessageAttribute.2.Value.DataType": "Binary",
-         "MessageAttribute.2.Value.BinaryValue": base64.b64encode(blob).decode()},
+        {
+            "Action": "SendMessage",
+            "MessageBody": "via query <&>",
+            "MessageAttribute.1.Name": "n",
+            "MessageAttribute.1.Value.DataType": "Number",
+            "MessageAttribute.1.Value.StringValue": "42",
+            "MessageAttribute.2.Name": "b",
+            "MessageAttribute.2.Value.DataType": "Binary",
+            "MessageAttribute.2.Value.BinaryValue": base64.b64encode(blob).decode(),
+        },
         path=f"/000000000000/{name}",
     )
     assert status == 200
@@ -82,11 +94,21 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
         "n": {"DataType": "Number", "StringValue": "42"},
         "b": {"DataType": "Binary", "BinaryValue": blob},
     }
-    assert text(root, "sqs:SendMessageResult/sqs:MD5OfMessageBody") == hashlib.md5(b"via query <&>").hexdigest()
-    assert text(root, "sqs:SendMessageResult/sqs:MD5OfMessageAttributes") == expected_attributes_md5(sent)
+    assert (
+        text(root, "sqs:SendMessageResult/sqs:MD5OfMessageBody")
+        == hashlib.md5(b"via query <&>").hexdigest()
+    )
+    assert text(
+        root, "sqs:SendMessageResult/sqs:MD5OfMessageAttributes"
+    ) == expected_attributes_md5(sent)
 
-    receive = {"Action": "ReceiveMessage", "QueueUrl": url, "AttributeName.1": "ApproximateReceiveCount",
-               "MessageAttributeName.1": "All", "MaxNumberOfMessages": "10"}
+    receive = {
+        "Action": "ReceiveMessage",
+        "QueueUrl": url,
+        "AttributeName.1": "ApproximateReceiveCount",
+        "MessageAttributeName.1": "All",
+        "MaxNumberOfMessages": "10",
+    }
     # Without an auth policy a GET carries only actions that change nothing (a receive leases).
     status, root = call(endpoint, receive, method="GET")
     assert status == 405 and text(root, "sqs:Error/sqs:Code") == "InvalidAction"
@@ -98,7 +120,8 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
     assert text(message, "sqs:Attribute/sqs:Name") == "ApproximateReceiveCount"
     assert text(message, "sqs:Attribute/sqs:Value") == "1"
     values = {
-        text(a, "sqs:Name"): a.find("sqs:Value", NS) for a in message.findall("sqs:MessageAttribute", NS)
+        text(a, "sqs:Name"): a.find("sqs:Value", NS)
+        for a in message.findall("sqs:MessageAttribute", NS)
     }
     assert text(values["n"], "sqs:StringValue") == "42"
     assert base64.b64decode(text(values["b"], "sqs:BinaryValue")) == blob
@@ -107,12 +130,19 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
 
     status, root = call(
         endpoint,
-        {"Action": "DeleteMessageBatch", "QueueUrl": url,
-         "DeleteMessageBatchRequestEntry.1.Id": "one", "DeleteMessageBatchRequestEntry.1.ReceiptHandle": receipt,
-         "DeleteMessageBatchRequestEntry.2.Id": "two", "DeleteMessageBatchRequestEntry.2.ReceiptHandle": "junk"},
+        {
+            "Action": "DeleteMessageBatch",
+            "QueueUrl": url,
+            "DeleteMessageBatchRequestEntry.1.Id": "one",
+            "DeleteMessageBatchRequestEntry.1.ReceiptHandle": receipt,
+            "DeleteMessageBatchRequestEntry.2.Id": "two",
+            "DeleteMessageBatchRequestEntry.2.ReceiptHandle": "junk",
+        },
     )
     assert status == 200
-    assert text(root, "sqs:DeleteMessageBatchResult/sqs:DeleteMessageBatchResultEntry/sqs:Id") == "one"
+    assert (
+        text(root, "sqs:DeleteMessageBatchResult/sqs:DeleteMessageBatchResultEntry/sqs:Id") == "one"
+    )
     failed = root.find("sqs:DeleteMessageBatchResult/sqs:BatchResultErrorEntry", NS)
     assert text(failed, "sqs:Id") == "two"
     assert text(failed, "sqs:Code") == "ReceiptHandleIsInvalid"
@@ -120,12 +150,20 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
 
     status, root = call(
         endpoint,
-        {"Action": "SendMessageBatch", "QueueUrl": url,
-         "SendMessageBatchRequestEntry.1.Id": "a", "SendMessageBatchRequestEntry.1.MessageBody": "A",
-         "SendMessageBatchRequestEntry.2.Id": "b", "SendMessageBatchRequestEntry.2.MessageBody": "B",
-         "SendMessageBatchRequestEntry.2.DelaySeconds": "3"},
+        {
+            "Action": "SendMessageBatch",
+            "QueueUrl": url,
+            "SendMessageBatchRequestEntry.1.Id": "a",
+            "SendMessageBatchRequestEntry.1.MessageBody": "A",
+            "SendMessageBatchRequestEntry.2.Id": "b",
+            "SendMessageBatchRequestEntry.2.MessageBody": "B",
+            "SendMessageBatchRequestEntry.2.DelaySeconds": "3",
+        },
     )
-    ids = [text(e, "sqs:Id") for e in root.findall("sqs:SendMessageBatchResult/sqs:SendMessageBatchResultEntry", NS)]
+    ids = [
+        text(e, "sqs:Id")
+        for e in root.findall("sqs:SendMessageBatchResult/sqs:SendMessageBatchResultEntry", NS)
+    ]
     assert ids == ["a", "b"]
 
     status, root = call(endpoint, {"Action": "ListQueues", "QueueNamePrefix": name})
@@ -140,14 +178,35 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
 @pytest.mark.parametrize(
     "params, status, code",
     [
-        ({"Action": "GetQueueUrl", "QueueName": "no-such-queue-here"}, 400, "AWS.SimpleQueueService.NonExistentQueue"),
+        (
+            {"Action": "GetQueueUrl", "QueueName": "no-such-queue-here"},
+            400,
+            "AWS.SimpleQueueService.NonExistentQueue",
+        ),
         ({"Action": "GetQueueUrl"}, 400, "MissingParameter"),
         ({"Action": "NoSuchAction"}, 400, "InvalidAction"),
         ({}, 400, "InvalidAction"),
         # Names that are all numbers would make the parameters a list, not named values.
         ({"1": "a", "2": "b"}, 400, "MalformedQueryString"),
-        ({"Action": "CreateQueue", "QueueName": "q", "Attribute.1.Name": "FifoQueue", "Attribute.1.Value": "true"}, 400, "InvalidAttributeName"),
-        ({"Action": "ReceiveMessage", "QueueUrl": "http://h/000000000000/no-such-queue-here", "MaxNumberOfMessages": "x"}, 400, "InvalidParameterValue"),
+        (
+            {
+                "Action": "CreateQueue",
+                "QueueName": "q",
+                "Attribute.1.Name": "FifoQueue",
+                "Attribute.1.Value": "true",
+            },
+            400,
+            "InvalidAttributeName",
+        ),
+        (
+            {
+                "Action": "ReceiveMessage",
+                "QueueUrl": "http://h/000000000000/no-such-queue-here",
+                "MaxNumberOfMessages": "x",
+            },
+            400,
+            "InvalidParameterValue",
+        ),
     ],
 )
 def test_query_errors_are_xml_error_responses(sqs_server, params, status, code):

@@ -29,8 +29,11 @@ def test_create_queue_with_attributes_and_read_each_back(sqs, sqs_server):
     assert {k: everything[k] for k in settable} == settable
     assert everything["QueueArn"] == f"arn:aws:sqs:us-east-1:000000000000:{name}"
     assert "RedrivePolicy" not in everything
-    for key in ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
-                "ApproximateNumberOfMessagesDelayed"):
+    for key in (
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ):
         assert everything[key] == "0"
     assert int(everything["CreatedTimestamp"]) > 1_600_000_000
     for key, value in everything.items():
@@ -58,7 +61,9 @@ def test_queue_url_uses_the_host_the_client_used(sqs_server):
 def test_create_queue_is_idempotent_and_refuses_different_attributes(sqs):
     name = unique()
     url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "10"})["QueueUrl"]
-    assert sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "10"})["QueueUrl"] == url
+    assert (
+        sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "10"})["QueueUrl"] == url
+    )
     # SQS compares only the attributes given: none given, the existing queue is answered.
     assert sqs.create_queue(QueueName=name)["QueueUrl"] == url
     with pytest.raises(sqs.exceptions.QueueNameExists) as excinfo:
@@ -169,11 +174,16 @@ def test_set_queue_attributes_and_redrive_policy(sqs, queue_url):
     for bad in (
         {"deadLetterTargetArn": dlq_arn},
         {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 0},
-        {"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:" + unique("nope"), "maxReceiveCount": 1},
+        {
+            "deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:" + unique("nope"),
+            "maxReceiveCount": 1,
+        },
         {"deadLetterTargetArn": "not-an-arn", "maxReceiveCount": 1},
     ):
         with pytest.raises(ClientError) as excinfo:
-            sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"RedrivePolicy": json.dumps(bad)})
+            sqs.set_queue_attributes(
+                QueueUrl=queue_url, Attributes={"RedrivePolicy": json.dumps(bad)}
+            )
         assert error_code(excinfo) in ("InvalidAttributeValue", "InvalidParameterValue"), bad
     with pytest.raises(ClientError) as excinfo:
         sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"FifoQueue": "true"})
@@ -183,22 +193,34 @@ def test_set_queue_attributes_and_redrive_policy(sqs, queue_url):
     assert error_code(excinfo) == "InvalidAttributeName"
     # An empty RedrivePolicy removes it; then the dead letter queue can go.
     sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"RedrivePolicy": ""})
-    assert "RedrivePolicy" not in sqs.get_queue_attributes(
-        QueueUrl=queue_url, AttributeNames=["All"]
-    )["Attributes"]
-    assert json.loads(
-        sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"].get("RedrivePolicy", "null")
-    ) is None
+    assert (
+        "RedrivePolicy"
+        not in sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
+    )
+    assert (
+        json.loads(
+            sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"].get(
+                "RedrivePolicy", "null"
+            )
+        )
+        is None
+    )
     sqs.delete_queue(QueueUrl=dlq_url)
 
 
 def test_purge_and_delete_queue(sqs):
     url = sqs.create_queue(QueueName=unique())["QueueUrl"]
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(4)])
+    sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(4)]
+    )
     sqs.receive_message(QueueUrl=url, VisibilityTimeout=60)
     sqs.purge_queue(QueueUrl=url)
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0"
+    assert (
+        attrs["ApproximateNumberOfMessages"]
+        == attrs["ApproximateNumberOfMessagesNotVisible"]
+        == "0"
+    )
     sqs.delete_queue(QueueUrl=url)
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName=url.rsplit("/", 1)[1])
@@ -210,7 +232,9 @@ def test_start_message_move_task_errors(sqs, queue_url):
         sqs.start_message_move_task(SourceArn=f"arn:aws:sqs:us-east-1:000000000000:{name}")
     assert error_code(excinfo) == "InvalidParameterValue"
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
-        sqs.start_message_move_task(SourceArn="arn:aws:sqs:us-east-1:000000000000:" + unique("nope"))
+        sqs.start_message_move_task(
+            SourceArn="arn:aws:sqs:us-east-1:000000000000:" + unique("nope")
+        )
     with pytest.raises(sqs.exceptions.ResourceNotFoundException):
         sqs.cancel_message_move_task(TaskHandle="whatever")
 

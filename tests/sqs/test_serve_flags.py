@@ -34,9 +34,18 @@ def test_env_variable_and_drain_answers_a_waiting_long_poll(tmp_path):
     grpc_port = free_port()
     log = open(tmp_path / "server.log", "wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "leaseq.cli", "serve", "--store", "memory://",
-         "--listen", f"127.0.0.1:{grpc_port}"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "leaseq.cli",
+            "serve",
+            "--store",
+            "memory://",
+            "--listen",
+            f"127.0.0.1:{grpc_port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
         env=dict(os.environ, LEASEQ_SQS_LISTEN=f"127.0.0.1:{port}"),
     )
     log.close()
@@ -71,7 +80,9 @@ def test_env_variable_and_drain_answers_a_waiting_long_poll(tmp_path):
         waiter.join(timeout=60)
         assert process.wait(timeout=60) == 0
         answer = reply["answer"]
-        assert answer == "ServiceUnavailable" or (isinstance(answer, dict) and "Messages" not in answer)
+        assert answer == "ServiceUnavailable" or (
+            isinstance(answer, dict) and "Messages" not in answer
+        )
         assert reply["seconds"] < 15  # answered by the drain, not at the end of its 20 s wait
     finally:
         if process.poll() is None:

@@ -48,7 +48,9 @@ def wait_listening(port: int, process: ServerProcess, timeout: float = 30.0) -> 
     raise TimeoutError(f"HTTP endpoint not listening: {process.log_path.read_text()[-2000:]}")
 
 
-def start(flag: str, store_url: str, directory: Path, *extra: str, store: str = "sqlite") -> FrontendServer:
+def start(
+    flag: str, store_url: str, directory: Path, *extra: str, store: str = "sqlite"
+) -> FrontendServer:
     """`leaseq serve --<flag> 127.0.0.1:<free port>` with extra flags, debug logs in directory."""
     port = free_port()
     process = ServerProcess(
@@ -101,12 +103,23 @@ def per_store(
             postgres.drop_schema(schema)
 
 
-def serve(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def serve(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """`leaseq serve` on a memory store and a free port with more flags, to its end (for start-up
     failures)."""
     return subprocess.run(
-        [sys.executable, "-m", "leaseq.cli", "serve", "--store", "memory://",
-         "--listen", f"127.0.0.1:{free_port()}", *args],
+        [
+            sys.executable,
+            "-m",
+            "leaseq.cli",
+            "serve",
+            "--store",
+            "memory://",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=timeout,

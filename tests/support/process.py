@@ -40,8 +40,17 @@ class ServerProcess:
         log = open(self.log_path, "ab")
         self._log_start = log.tell()  # a restart appends: readiness is read past this
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "leaseq.cli", "serve", "--store", self.store_url,
-             "--listen", self.target, *self.extra_args],
+            [
+                sys.executable,
+                "-m",
+                "leaseq.cli",
+                "serve",
+                "--store",
+                self.store_url,
+                "--listen",
+                self.target,
+                *self.extra_args,
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -60,12 +69,17 @@ class ServerProcess:
                     raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
                 try:
                     reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING and self._all_workers_up():
+                    if (
+                        reply.status == health_pb2.HealthCheckResponse.SERVING
+                        and self._all_workers_up()
+                    ):
                         return
                 except grpc.RpcError:
                     pass
                 time.sleep(0.05)
-        raise TimeoutError(f"server not serving after {timeout}s: {self.log_path.read_text()[-2000:]}")
+        raise TimeoutError(
+            f"server not serving after {timeout}s: {self.log_path.read_text()[-2000:]}"
+        )
 
     def _all_workers_up(self) -> bool:
         # With --workers N the health check is answered by whichever worker is up first; the

@@ -141,7 +141,9 @@ class AzureFrontend(DialectFrontend):
         try:
             return await request_body.read(request, self.max_request_bytes)
         except request_body.UndecodableBody as error:
-            raise AzureError(INVALID_INPUT, f"One of the request inputs is not valid: {error}.") from None
+            raise AzureError(
+                INVALID_INPUT, f"One of the request inputs is not valid: {error}."
+            ) from None
 
     def _authenticate(self, request: web.Request) -> tuple[str, Principal | None]:
         """(account, principal): the principal None means every action is allowed (no policy:
@@ -163,7 +165,11 @@ class AzureFrontend(DialectFrontend):
     @staticmethod
     def _version(request: web.Request) -> str:
         version = request.headers.get("x-ms-version", "")
-        return version if len(version) == 10 and version[4] == "-" and version[7] == "-" else API_VERSION
+        return (
+            version
+            if len(version) == 10 and version[4] == "-" and version[7] == "-"
+            else API_VERSION
+        )
 
     @staticmethod
     def _as_azure_error(caught: Exception, found: Route | None) -> AzureError:
@@ -177,11 +183,18 @@ class AzureFrontend(DialectFrontend):
                     {"MaxLimit": str(caught.limit)},
                 )
             kind = _REFUSALS.get(caught.reason, AUTHORIZATION_FAILURE)
-            return AzureError(kind, caught.message, retry_after=1.0 if kind is SERVER_BUSY else None)
+            return AzureError(
+                kind, caught.message, retry_after=1.0 if kind is SERVER_BUSY else None
+            )
         if isinstance(caught, LeaseqError):
             return from_domain(caught)
-        log.exception("unexpected error in Azure operation %s", found.operation if found else "(unknown)")
-        return AzureError(INTERNAL_ERROR, "Server encountered an internal error. Please try again after some time.")
+        log.exception(
+            "unexpected error in Azure operation %s", found.operation if found else "(unknown)"
+        )
+        return AzureError(
+            INTERNAL_ERROR,
+            "Server encountered an internal error. Please try again after some time.",
+        )
 
     @staticmethod
     def _error_answer(error: AzureError, request_id: str) -> Answer:
@@ -189,14 +202,22 @@ class AzureFrontend(DialectFrontend):
         headers = {"Content-Type": "application/xml", "x-ms-error-code": error.kind.code}
         if error.retry_after is not None:
             headers["Retry-After"] = str(max(1, round(error.retry_after)))
-        return Answer(error.kind.status, xml_bodies.error(error.kind.code, message, error.details), headers)
+        return Answer(
+            error.kind.status, xml_bodies.error(error.kind.code, message, error.details), headers
+        )
 
-    def _count(self, operation: str, queue: str, outcome: str, answer: Answer, started: float) -> None:
+    def _count(
+        self, operation: str, queue: str, outcome: str, answer: Answer, started: float
+    ) -> None:
         assert self.metrics is not None
         count_request(
-            self.metrics, SERVICE, operation, outcome, started, queue,
+            self.metrics,
+            SERVICE,
+            operation,
+            outcome,
+            started,
+            queue,
             answer.counted if outcome == "OK" else None,
         )
         if outcome == "OK" and operation == "DeleteQueue" and queue:
             self.metrics.forget_queue(queue)
-

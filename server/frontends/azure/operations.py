@@ -67,7 +67,9 @@ def _queue_name(request: Request) -> str:
     and underscores), Azure's stricter rule only for Create Queue."""
     name = request.route.queue
     if not _LEASEQ_NAME.fullmatch(name):
-        raise AzureError(INVALID_RESOURCE_NAME, "The specifed resource name contains invalid characters.")
+        raise AzureError(
+            INVALID_RESOURCE_NAME, "The specifed resource name contains invalid characters."
+        )
     return name
 
 
@@ -151,7 +153,9 @@ async def list_queues(request: Request) -> Answer:
         try:
             after = request.core.tokens.decode_list(marker, prefix or "")
         except InvalidArgument:
-            raise invalid_query("marker", marker[:100], "Not a marker this server issued for this prefix.") from None
+            raise invalid_query(
+                "marker", marker[:100], "Not a marker this server issued for this prefix."
+            ) from None
     if prefix and not _LEASEQ_NAME.fullmatch(prefix):
         queues, more = [], False  # no queue name starts so
     else:
@@ -198,7 +202,11 @@ async def put_message(request: Request) -> Answer:
         raise outcome
     visible = now + (delay if delay is not None else config.default_delay)
     answer = xml_bodies.sent_message(
-        outcome.message_id, now, now + lifetime, request.receipts.for_sent(outcome.message_id), visible
+        outcome.message_id,
+        now,
+        now + lifetime,
+        request.receipts.for_sent(outcome.message_id),
+        visible,
     )
     return Answer(201, answer, {"Content-Type": "application/xml"}, ("sent", 1))
 
@@ -225,7 +233,9 @@ async def peek_messages(request: Request) -> Answer:
     count = params.integer(request.query, "numofmessages", 1, params.MAX_MESSAGES, 1)
     assert count is not None
     page = await request.core.peek(request.principal, name, count)
-    return Answer(200, xml_bodies.peeked_messages(page.messages), {"Content-Type": "application/xml"})
+    return Answer(
+        200, xml_bodies.peeked_messages(page.messages), {"Content-Type": "application/xml"}
+    )
 
 
 async def clear_messages(request: Request) -> Answer:

@@ -64,7 +64,8 @@ def single(raw: Mapping[str, list[str]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, values in raw.items():
         if len(values) > 1:
-            raise invalid_query(name[:100], ",".join(values)[:100], "The parameter is given more than once.")
+            raise invalid_query(
+                name[:100], ",".join(values)[:100], "The parameter is given more than once."
+            )
         out[name] = values[0]
     return out
-

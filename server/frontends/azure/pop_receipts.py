@@ -43,7 +43,9 @@ class PopReceipts:
     """Makes and checks the pop receipts of one store (its secret: `Store.token_key()`)."""
 
     def __init__(self, secret: bytes) -> None:
-        self._key = hashlib.blake2b(b"leaseq azure pop receipt", key=secret[:64], digest_size=32).digest()
+        self._key = hashlib.blake2b(
+            b"leaseq azure pop receipt", key=secret[:64], digest_size=32
+        ).digest()
 
     def _tag(self, receipt: str, message_id: str) -> str:
         mac = hashlib.blake2b(
@@ -63,8 +65,12 @@ class PopReceipts:
             raise missing_query("popreceipt")
         receipt, dot, tag = pop_receipt.rpartition(".")
         if len(pop_receipt) > MAX_CHARS or not dot or not receipt or not tag:
-            raise invalid_query("popreceipt", pop_receipt[:100], "Not a pop receipt this server issued.")
-        if not hmac.compare_digest(tag.encode("utf-8", "replace"), self._tag(receipt, message_id).encode()):
+            raise invalid_query(
+                "popreceipt", pop_receipt[:100], "Not a pop receipt this server issued."
+            )
+        if not hmac.compare_digest(
+            tag.encode("utf-8", "replace"), self._tag(receipt, message_id).encode()
+        ):
             raise _mismatch("it was not issued for this message id")
         if receipt == _UNLEASED:
             raise AzureError(

@@ -59,9 +59,13 @@ def route(method: str, raw_path: str, query: dict[str, str]) -> Route:
     if segments and segments[-1] == "" and len(segments) <= 2:
         segments.pop()  # "/account/" lists queues as "/account" does
     if not segments or not segments[0] or "" in segments or len(segments) > 4:
-        raise AzureError(INVALID_URI, "The requested URI does not represent any resource on the server.")
+        raise AzureError(
+            INVALID_URI, "The requested URI does not represent any resource on the server."
+        )
     if len(segments) >= 3 and segments[2] != "messages":
-        raise AzureError(INVALID_URI, "The requested URI does not represent any resource on the server.")
+        raise AzureError(
+            INVALID_URI, "The requested URI does not represent any resource on the server."
+        )
     depth = len(segments) - 1
     comp = query.get("comp", "")
     if (depth, comp) in _NOT_IMPLEMENTED:
@@ -74,8 +78,12 @@ def route(method: str, raw_path: str, query: dict[str, str]) -> Route:
         operation = "PeekMessages"
     if operation is None:
         if any(d == depth and c == comp for d, c, _ in _TABLE):
-            raise AzureError(UNSUPPORTED_VERB, f"The resource doesn't support the HTTP verb {method[:20]}.")
-        raise AzureError(INVALID_URI, "The requested URI does not represent any resource on the server.")
+            raise AzureError(
+                UNSUPPORTED_VERB, f"The resource doesn't support the HTTP verb {method[:20]}."
+            )
+        raise AzureError(
+            INVALID_URI, "The requested URI does not represent any resource on the server."
+        )
     return Route(
         operation,
         segments[0],

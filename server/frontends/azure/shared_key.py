@@ -70,7 +70,9 @@ def _failed(detail: str) -> AzureError:
 
 
 def _canonical_headers(headers: Mapping[str, str]) -> str:
-    pairs = sorted((name.lower(), value) for name, value in headers.items() if name.lower().startswith("x-ms-"))
+    pairs = sorted(
+        (name.lower(), value) for name, value in headers.items() if name.lower().startswith("x-ms-")
+    )
     return "".join(f"{name}:{value}\n" for name, value in pairs)
 
 
@@ -85,7 +87,12 @@ def _query_pairs(raw_query: str) -> dict[str, list[str]]:
 
 
 def string_to_sign(
-    scheme: str, account: str, method: str, raw_path: str, raw_query: str, headers: Mapping[str, str]
+    scheme: str,
+    account: str,
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Mapping[str, str],
 ) -> str:
     """The string a client signs for this request (scheme "SharedKey" or "SharedKeyLite")."""
     resource = f"/{account}{raw_path}"
@@ -131,7 +138,9 @@ def verify(
         raise _failed("Request date header not specified (x-ms-date or Date).")
     date = parse_rfc1123(date_text)
     if date is None:
-        raise _failed("The request date is not an RFC 1123 date (e.g. 'Tue, 24 Nov 2026 23:50:00 GMT').")
+        raise _failed(
+            "The request date is not an RFC 1123 date (e.g. 'Tue, 24 Nov 2026 23:50:00 GMT')."
+        )
     if abs(date - now) > MAX_SKEW:
         raise _failed(
             f"Request date header too old or too new: it must be within {int(MAX_SKEW // 60)} "

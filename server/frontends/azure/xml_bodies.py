@@ -74,7 +74,9 @@ def parse_message_text(body: bytes) -> str:
 # --- answers ------------------------------------------------------------------------------------
 
 
-def sent_message(message_id: str, inserted: float, expires: float, pop_receipt: str, visible: float) -> bytes:
+def sent_message(
+    message_id: str, inserted: float, expires: float, pop_receipt: str, visible: float
+) -> bytes:
     return document(
         "<QueueMessagesList><QueueMessage>"
         + element("MessageId", message_id)

@@ -43,7 +43,13 @@ PREVIEW_CHARS = 120  # of each body in a list
 OVERVIEW_SECONDS = 60  # rate history sent with each overview row
 QUEUE_SECONDS = WINDOW_SECONDS
 
-_DURATIONS = ("visibility_timeout", "receive_wait_time", "message_retention", "default_delay", "dedup_window")
+_DURATIONS = (
+    "visibility_timeout",
+    "receive_wait_time",
+    "message_retention",
+    "default_delay",
+    "dedup_window",
+)
 _INTS = ("max_message_bytes", "max_delivery_count", "max_in_flight")
 
 
@@ -162,8 +168,13 @@ def stats_json(stats: QueueStats, with_channels: bool) -> dict[str, Any]:
     }
     if with_channels:
         out["channels"] = [
-            {"channel": name, "visible": c.visible, "leased": c.leased, "delayed": c.delayed,
-             "total": c.total}
+            {
+                "channel": name,
+                "visible": c.visible,
+                "leased": c.leased,
+                "delayed": c.delayed,
+                "total": c.total,
+            }
             for name, c in sorted(stats.channels.items())
         ]
     return out
@@ -171,7 +182,9 @@ def stats_json(stats: QueueStats, with_channels: bool) -> dict[str, Any]:
 
 def can(core: QueueCore, principal: Principal | None, queue: str) -> dict[str, bool]:
     """Which buttons the page shows for the queue (the server checks again on every action)."""
-    return {action: core.allows(principal, frozenset({action}), queue) for action in sorted(ACTIONS)}
+    return {
+        action: core.allows(principal, frozenset({action}), queue) for action in sorted(ACTIONS)
+    }
 
 
 def _state_name(state: MessageState) -> str:
@@ -212,8 +225,6 @@ def info_json(info: QueueInfo) -> dict[str, Any]:
         "create_time": info.create_time,
         "config": dataclasses.asdict(info.config),
     }
-
-
 
 
 # --- handlers ---------------------------------------------------------------------------------
@@ -414,7 +425,9 @@ class Api:
             channel=_string(data, "channel", limit=65),
             delay=_number(data, "delay"),
         )
-        [outcome] = await self.core.send(self.principal(request), request.match_info["name"], [message])
+        [outcome] = await self.core.send(
+            self.principal(request), request.match_info["name"], [message]
+        )
         if isinstance(outcome, InvalidArgument):
             raise bad(outcome.field.removeprefix("entries[0]."), outcome.description)
         return web.json_response({"message_id": outcome.message_id}, status=201)
@@ -442,6 +455,11 @@ def _lease_answer(status: Any) -> web.Response:
     if status.name == "OK":
         return web.json_response({"status": "OK"})
     return web.json_response(
-        {"error": {"code": status.name, "message": f"Nothing changed: {status.name.lower().replace('_', ' ')}."}},
+        {
+            "error": {
+                "code": status.name,
+                "message": f"Nothing changed: {status.name.lower().replace('_', ' ')}.",
+            }
+        },
         status=409,
     )

@@ -210,7 +210,9 @@ class ConsoleFrontend:
             status, code = _status_of(error)
             return error_response(status, code, str(error), getattr(error, "field", ""))
         except web.HTTPException as error:  # no such route or method: aiohttp's own
-            return error_response(error.status, "NOT_FOUND" if error.status == 404 else "BAD_REQUEST", error.reason)
+            return error_response(
+                error.status, "NOT_FOUND" if error.status == 404 else "BAD_REQUEST", error.reason
+            )
         except Exception:
             log.exception("unexpected error in console request %s", _route(request))
             return error_response(500, "INTERNAL", "Internal error (logged by the server).")
@@ -294,7 +296,9 @@ class ConsoleFrontend:
 
     async def sign_in(self, request: web.Request) -> web.Response:
         if self.policy is None:
-            raise ApiError(400, "NO_AUTH", "This server has no --auth-policy: nothing to sign in to.")
+            raise ApiError(
+                400, "NO_AUTH", "This server has no --auth-policy: nothing to sign in to."
+            )
         data = await json_body(request)
         token = data.get("token")
         if not isinstance(token, str) or not token or len(token) > 4096:
@@ -326,15 +330,24 @@ class ConsoleFrontend:
         elif status < 400 and handler == self.api.delete_message:
             messages = ("deleted", 1)
         count_request(
-            self.metrics, SERVICE, method, "OK" if status < 400 else str(status), started,
-            request.match_info.get("name") or "", messages,
+            self.metrics,
+            SERVICE,
+            method,
+            "OK" if status < 400 else str(status),
+            started,
+            request.match_info.get("name") or "",
+            messages,
         )
 
     @staticmethod
     def _log(request: web.Request, status: int, started: float) -> None:
         queue = request.match_info.get("name") or ""
         log_request(
-            SERVICE, f"{request.method} {_route(request)}", queue[:80], status, started,
+            SERVICE,
+            f"{request.method} {_route(request)}",
+            queue[:80],
+            status,
+            started,
             request.remote or "",
         )
 

@@ -85,7 +85,9 @@ class Sessions:
         self._drop_expired()
         while len(self._sessions) >= MAX_SESSIONS:
             self.end(next(iter(self._sessions.values())))
-        session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), token, self._clock())
+        session = Session(
+            secrets.token_urlsafe(32), secrets.token_urlsafe(32), token, self._clock()
+        )
         self._sessions[session.id] = session
         self._of_token.setdefault(token, OrderedDict())[session.id] = None
         return session

@@ -202,7 +202,8 @@ async def create_queue(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         info = await ctx.core.get_queue(ctx.principal, name)
         if qattrs.differs(info.config, changes):
             raise SqsError(
-                QUEUE_NAME_EXISTS, "A queue already exists with the same name and a different value for an attribute."
+                QUEUE_NAME_EXISTS,
+                "A queue already exists with the same name and a different value for an attribute.",
             ) from None
     return {"QueueUrl": qattrs.queue_url(ctx.base_url, name)}
 
@@ -353,7 +354,9 @@ def _new_message(entry: dict[str, Any]) -> tuple[NewMessage, str, dict[str, matt
     return message, body, attributes
 
 
-def _sent(body: str, attributes: dict[str, mattrs.AttributeValue], message_id: str) -> dict[str, Any]:
+def _sent(
+    body: str, attributes: dict[str, mattrs.AttributeValue], message_id: str
+) -> dict[str, Any]:
     result: dict[str, Any] = {"MessageId": message_id, "MD5OfMessageBody": md5.of_body(body)}
     digest = md5.of_attributes(attributes)
     if digest is not None:
@@ -422,7 +425,9 @@ async def receive_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any
     system = set(_names(params, "AttributeNames")) | set(
         _names(params, "MessageSystemAttributeNames")
     )
-    wanted_system = SYSTEM_ATTRIBUTES if "All" in system else [a for a in SYSTEM_ATTRIBUTES if a in system]
+    wanted_system = (
+        SYSTEM_ATTRIBUTES if "All" in system else [a for a in SYSTEM_ATTRIBUTES if a in system]
+    )
     wanted_user = _names(params, "MessageAttributeNames")
     messages = await ctx.core.receive(
         ctx.principal,
@@ -573,7 +578,9 @@ async def change_message_visibility_batch(ctx: Context, params: dict[str, Any]) 
 
 
 async def _unsupported(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-    raise SqsError(UNSUPPORTED_OPERATION, "leaseq does not support this action (README: differences).")
+    raise SqsError(
+        UNSUPPORTED_OPERATION, "leaseq does not support this action (README: differences)."
+    )
 
 
 ACTIONS: dict[str, Action] = {

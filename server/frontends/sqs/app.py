@@ -247,7 +247,5 @@ class SqsFrontend(DialectFrontend):
             self.metrics.forget_queue(queue)
 
     @staticmethod
-    def _log(
-        request: web.Request, action: str, queue: str, status: int, started: float
-    ) -> None:
+    def _log(request: web.Request, action: str, queue: str, status: int, started: float) -> None:
         log_request(SERVICE, action, queue, status, started, request.remote or "")

@@ -75,7 +75,9 @@ MALFORMED_JSON = _kind("SerializationException")  # a JSON body that does not pa
 REQUEST_TOO_LARGE = _kind("RequestEntityTooLarge", status=413)
 METHOD_NOT_ALLOWED = _kind("InvalidAction", status=405)
 ACCESS_DENIED = _kind("AccessDenied", status=403)
-MISSING_AUTHENTICATION = _auth_kind("MissingAuthenticationTokenException", "MissingAuthenticationToken", 403)
+MISSING_AUTHENTICATION = _auth_kind(
+    "MissingAuthenticationTokenException", "MissingAuthenticationToken", 403
+)
 INCOMPLETE_SIGNATURE = _auth_kind("IncompleteSignatureException", "IncompleteSignature", 400)
 INVALID_CLIENT_TOKEN = _auth_kind("UnrecognizedClientException", "InvalidClientTokenId", 403)
 SIGNATURE_DOES_NOT_MATCH = _auth_kind("InvalidSignatureException", "SignatureDoesNotMatch", 403)

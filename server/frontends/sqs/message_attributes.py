@@ -52,7 +52,10 @@ class AttributeValue:
     def to_wire(self) -> dict[str, Any]:
         """The JSON-protocol shape (binary as base64 text)."""
         if self.binary is not None:
-            return {"DataType": self.data_type, "BinaryValue": base64.b64encode(self.binary).decode()}
+            return {
+                "DataType": self.data_type,
+                "BinaryValue": base64.b64encode(self.binary).decode(),
+            }
         return {"DataType": self.data_type, "StringValue": self.string or ""}
 
 
@@ -85,7 +88,12 @@ def check_name(name: object, parameter: str) -> str:
             parameter, name, "Message attribute names are 1-256 of A-Z a-z 0-9 _ - ."
         )
     lowered = name.lower()
-    if lowered.startswith(("aws.", "amazon.")) or name.startswith(".") or name.endswith(".") or ".." in name:
+    if (
+        lowered.startswith(("aws.", "amazon."))
+        or name.startswith(".")
+        or name.endswith(".")
+        or ".." in name
+    ):
         raise invalid_value(
             parameter,
             name,
@@ -100,7 +108,9 @@ def parse(raw: object, parameter: str = "MessageAttributes") -> dict[str, Attrib
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise invalid_value(parameter, "(not a map)", "MessageAttributes is a map of name to value.")
+        raise invalid_value(
+            parameter, "(not a map)", "MessageAttributes is a map of name to value."
+        )
     if len(raw) > MAX_ATTRIBUTES:
         raise SqsError(
             INVALID_PARAMETER_VALUE,
@@ -111,7 +121,9 @@ def parse(raw: object, parameter: str = "MessageAttributes") -> dict[str, Attrib
     for name, value in raw.items():
         check_name(name, f"{parameter}.{name}")
         if not isinstance(value, dict):
-            raise invalid_value(f"{parameter}.{name}", "(not a structure)", "a value needs a DataType.")
+            raise invalid_value(
+                f"{parameter}.{name}", "(not a structure)", "a value needs a DataType."
+            )
         data_type = value.get("DataType")
         if not isinstance(data_type, str) or not data_type:
             raise SqsError(
@@ -140,7 +152,9 @@ def parse(raw: object, parameter: str = "MessageAttributes") -> dict[str, Attrib
             try:
                 data = base64.b64decode(encoded, validate=True)
             except (binascii.Error, ValueError):
-                raise invalid_value(f"{parameter}.{name}.BinaryValue", "(not base64)", "not valid base64.") from None
+                raise invalid_value(
+                    f"{parameter}.{name}.BinaryValue", "(not base64)", "not valid base64."
+                ) from None
             parsed[name] = AttributeValue(data_type, binary=data)
             continue
         text = value.get("StringValue")
@@ -210,7 +224,9 @@ def from_leaseq(stored: dict[str, str]) -> dict[str, AttributeValue]:
         data_type = types.get(name, "String")
         if data_type.startswith("Binary"):
             try:
-                result[name] = AttributeValue(data_type, binary=base64.b64decode(text, validate=True))
+                result[name] = AttributeValue(
+                    data_type, binary=base64.b64decode(text, validate=True)
+                )
                 continue
             except (binascii.Error, ValueError):
                 data_type = "String"

@@ -63,7 +63,9 @@ def _malformed(reason: str) -> SqsError:
 
 def parse_form(text: str) -> list[tuple[str, str]]:
     try:
-        pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text), max_num_fields=MAX_PARAMETERS)
+        pairs = parse_qsl(
+            text, keep_blank_values=True, strict_parsing=bool(text), max_num_fields=MAX_PARAMETERS
+        )
     except ValueError as error:
         raise _malformed(str(error)) from None
     return pairs

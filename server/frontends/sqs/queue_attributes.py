@@ -147,7 +147,11 @@ def _redrive(text: object) -> tuple[str | None, int | None]:
         policy = json.loads(text) if isinstance(text, str) else None
     except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         policy = None
-    if not isinstance(policy, dict) or "deadLetterTargetArn" not in policy or "maxReceiveCount" not in policy:
+    if (
+        not isinstance(policy, dict)
+        or "deadLetterTargetArn" not in policy
+        or "maxReceiveCount" not in policy
+    ):
         raise SqsError(
             INVALID_ATTRIBUTE_VALUE,
             "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a "

@@ -95,7 +95,8 @@ def _check_scope(auth: Authorization, amz_date: str) -> None:
     docstring); SqsError otherwise, in AWS's words."""
     if auth.service != SERVICE:
         raise SqsError(
-            SIGNATURE_DOES_NOT_MATCH, f"Credential should be scoped to correct service: '{SERVICE}'."
+            SIGNATURE_DOES_NOT_MATCH,
+            f"Credential should be scoped to correct service: '{SERVICE}'.",
         )
     if auth.date != amz_date[:8]:
         raise SqsError(
@@ -150,8 +151,7 @@ def _canonical_queries(raw_query: str) -> list[str]:
     as_sent = "&".join(f"{k}={v}" for k, v in sorted(pairs))
     # unquote_plus: '+' is a space to the form parser (protocol_query), so it must be one here.
     encoded = sorted(
-        (quote(unquote_plus(k), safe="-_.~"), quote(unquote_plus(v), safe="-_.~"))
-        for k, v in pairs
+        (quote(unquote_plus(k), safe="-_.~"), quote(unquote_plus(v), safe="-_.~")) for k, v in pairs
     )
     specified = "&".join(f"{k}={v}" for k, v in encoded)
     return [as_sent] if as_sent == specified else [as_sent, specified]
@@ -201,7 +201,9 @@ def verify(
     """The access key id of a correctly signed request; SqsError (403 or RequestExpired) else."""
     header = headers.get("authorization")
     if not header:
-        raise SqsError(MISSING_AUTHENTICATION, "Request is missing the Authorization header (SigV4).")
+        raise SqsError(
+            MISSING_AUTHENTICATION, "Request is missing the Authorization header (SigV4)."
+        )
     auth = parse(header)
     if auth is None:
         raise SqsError(
@@ -230,7 +232,9 @@ def verify(
         )
     now = time.time() if now is None else now
     if abs(now - signed_at) > MAX_SKEW:
-        raise SqsError(REQUEST_EXPIRED, "Request has expired (X-Amz-Date is more than 15 minutes off).")
+        raise SqsError(
+            REQUEST_EXPIRED, "Request has expired (X-Amz-Date is more than 15 minutes off)."
+        )
     payload = _payload_hash(headers, body)
     # As botocore does: the path as sent (already percent-encoded), encoded once more.
     path = quote(_remove_dot_segments(raw_path or "/"), safe="/~")

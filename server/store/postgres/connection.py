@@ -45,7 +45,6 @@ class DatabaseClock:
         self.offset, self.uncertainty = best
 
 
-
 async def _check_connection(conninfo: str, kwargs: dict[str, Any]) -> None:
     """Connect once (bounded by OPEN_TIMEOUT unless the URL sets connect_timeout); StoreOpenError
     with libpq's reason when that fails."""

@@ -179,8 +179,15 @@ class LeaseOps:
                 assert row is not None
                 stored = (row[0], dict(row[1] or {}))
             lease, new_body, new_attributes = decide.updated_message(
-                lease, tombstones.get(key), seq, tx.now, found.config, stored,
-                body, attributes, visibility_timeout,
+                lease,
+                tombstones.get(key),
+                seq,
+                tx.now,
+                found.config,
+                stored,
+                body,
+                attributes,
+                visibility_timeout,
             )
             if visibility_timeout is not None:
                 tx.published.add(name)
@@ -226,8 +233,9 @@ class LeaseOps:
             # Collect first, then move: the keyset cursor walks a table that does not move.
             while len(moves) < limit:
                 rows = await tx.rows(
-                    candidates_sql(clause, after=cursor is not None,
-                                   columns="key, visible_at, source_queue"),
+                    candidates_sql(
+                        clause, after=cursor is not None, columns="key, visible_at, source_queue"
+                    ),
                     tx.p(
                         found,
                         limit=page,

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from .store import PostgresStore
 
+
 class Maintenance:
     """The background upkeep of a PostgresStore (its tasks run these loops)."""
 

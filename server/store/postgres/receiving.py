@@ -97,9 +97,7 @@ class Receives:
                 rows = await self._pick_and_deliver(
                     tx, found, dlq, limit, timeout, channel_filter, attempt_id, max_bytes
                 )
-            cut = len(rows) < limit and bytes_reached(
-                sum(_size(row) for row in rows), max_bytes
-            )
+            cut = len(rows) < limit and bytes_reached(sum(_size(row) for row in rows), max_bytes)
             if attempt_id and rows:
                 await tx.run(
                     "INSERT INTO attempts AS a (queue, attempt_id, until)"
@@ -155,13 +153,35 @@ class Receives:
         messages = []
         taken = 0
         for receipt, row in zip(receipts, picked):
-            (key, message_id, body, attributes, channel, enqueued_at, expires_at, visible_at,
-             _, delivery_count, _, last_error, _) = row[7:]
+            (
+                key,
+                message_id,
+                body,
+                attributes,
+                channel,
+                enqueued_at,
+                expires_at,
+                visible_at,
+                _,
+                delivery_count,
+                _,
+                last_error,
+                _,
+            ) = row[7:]
             attributes = dict(attributes) if attributes else {}
             messages.append(
                 DeliveredMessage(
-                    key, message_id, receipt, body, attributes, channel, enqueued_at,
-                    expires_at, visible_at, delivery_count, last_error,
+                    key,
+                    message_id,
+                    receipt,
+                    body,
+                    attributes,
+                    channel,
+                    enqueued_at,
+                    expires_at,
+                    visible_at,
+                    delivery_count,
+                    last_error,
                 )
             )
             taken += message_size(body, attributes)
@@ -292,8 +312,11 @@ class Receives:
             want = limit - len(deliver)
             page = max(want, PICK_READ_AHEAD)
             rows = await tx.rows(
-                candidates_sql(clause, after=cursor is not None,
-                               columns=f"key, visible_at, delivery_count, {SIZE_SQL}"),
+                candidates_sql(
+                    clause,
+                    after=cursor is not None,
+                    columns=f"key, visible_at, delivery_count, {SIZE_SQL}",
+                ),
                 tx.p(
                     found,
                     limit=page,
@@ -316,16 +339,26 @@ class Receives:
         if dead:
             await tx.run(
                 DEAD_LETTER_SQL,
-                tx.p(found, dlq=dlq.id, retention=dlq.config.message_retention,
-                     source=found.name, keys=dead),
+                tx.p(
+                    found,
+                    dlq=dlq.id,
+                    retention=dlq.config.message_retention,
+                    source=found.name,
+                    keys=dead,
+                ),
             )
             tx.published.add(dlq.name)
         if not deliver:
             return []
         rows = await tx.rows(
             DELIVER_KEYS_SQL,
-            tx.p(found, keys=deliver, until=tx.now + timeout, leased=timeout > 0,
-                 attempt=attempt_id or None),
+            tx.p(
+                found,
+                keys=deliver,
+                until=tx.now + timeout,
+                leased=timeout > 0,
+                attempt=attempt_id or None,
+            ),
         )
         order = {key: i for i, key in enumerate(deliver)}
         return sorted((_Row(*row) for row in rows), key=lambda row: order[row.key])

@@ -312,9 +312,7 @@ async def _migrate(
             f"CREATE TABLE IF NOT EXISTS {quoted}.meta"
             " (name text PRIMARY KEY, value bytea NOT NULL)"
         )
-        cur = await conn.execute(
-            f"SELECT value FROM {quoted}.meta WHERE name = 'schema_version'"
-        )
+        cur = await conn.execute(f"SELECT value FROM {quoted}.meta WHERE name = 'schema_version'")
         row = await cur.fetchone()
         version = 0 if row is None else int(bytes(row[0]).decode())
         if version > latest:

@@ -27,6 +27,7 @@ from .transaction import _encode_attributes, _Queue, _Tx
 if TYPE_CHECKING:
     from .store import PostgresStore
 
+
 class Sends:
     """The sends of a PostgresStore (its pool, its statements, its notifications)."""
 
@@ -72,8 +73,12 @@ class Sends:
             known = await self._claim_dedup(tx, found, first) if first else {}
             outcomes: list[SendOutcome] = []
             rows: dict[str, list[Any]] = {
-                "message_ids": [], "bodies": [], "attributes": [], "channels": [],
-                "expires": [], "visibles": [],
+                "message_ids": [],
+                "bodies": [],
+                "attributes": [],
+                "channels": [],
+                "expires": [],
+                "visibles": [],
             }
             seen: set[str] = set()
             for m, message_id in zip(messages, ids):
@@ -143,8 +148,9 @@ class Sends:
                 " ON CONFLICT (queue, dedup_id) DO UPDATE SET message_id = EXCLUDED.message_id,"
                 " until = EXCLUDED.until WHERE d.until <= %(now)b"
                 " RETURNING dedup_id",
-                tx.p(found, ids=dedup_ids, mids=[first[i] for i in dedup_ids],
-                     until=tx.now + window),
+                tx.p(
+                    found, ids=dedup_ids, mids=[first[i] for i in dedup_ids], until=tx.now + window
+                ),
             )
             mine = {row[0] for row in claimed}
             others = [i for i in dedup_ids if i not in mine]

@@ -114,9 +114,7 @@ def parse_url(url: str) -> PostgresSettings:
         raise ValueError(
             f"need 0 <= pool_min <= pool_max, pool_max >= 1, pool_timeout > 0 (in {url!r})"
         )
-    conninfo = urlunsplit(
-        ("postgresql", parts.netloc, parts.path, _query(rest), parts.fragment)
-    )
+    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, _query(rest), parts.fragment))
     return PostgresSettings(conninfo, schema, pool_min, pool_max, pool_timeout)
 
 

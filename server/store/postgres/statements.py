@@ -11,9 +11,7 @@ NOW_SQL = "COALESCE(%(now)b::float8, extract(epoch FROM now())::float8)"
 
 QUEUE_COLUMNS = "id, name, uid, create_time, " + ", ".join(_CONFIG_FIELDS)
 QUEUE_COLUMNS_OF_Q = ", ".join(f"q.{c}" for c in QUEUE_COLUMNS.split(", "))
-GRANTED_SQL = (
-    "(SELECT COALESCE(sum(granted), 0)::bigint FROM queue_counters WHERE queue = q.id)"
-)
+GRANTED_SQL = "(SELECT COALESCE(sum(granted), 0)::bigint FROM queue_counters WHERE queue = q.id)"
 
 
 SLOT_SQL = f"mod(pg_backend_pid(), {COUNTER_SLOTS})"
@@ -252,9 +250,7 @@ TOMBSTONES_BY_KEY_SQL = (
 # condition is a constant of the statement) within a receipt_seq, key - row_number() is the same
 # for the keys of one run and grows at every gap: a sort of the deleted rows (at most the
 # request's), no index.
-_ONE_RUN = (
-    "max(key) - min(key) + 1 = count(*) AND min(receipt_seq) = max(receipt_seq)"
-)
+_ONE_RUN = "max(key) - min(key) + 1 = count(*) AND min(receipt_seq) = max(receipt_seq)"
 _RUNS_OF_GONE = f"""
     SELECT key, last_key, receipt_seq FROM (
         SELECT min(key) AS key, max(key) AS last_key, min(receipt_seq) AS receipt_seq,
@@ -290,9 +286,7 @@ def delete_sql(where: str) -> str:
 
 
 DELETE_KEYS_SQL = delete_sql("key = ANY(%(keys)b::bigint[])")
-DELETE_ATTEMPT_SQL = delete_sql(
-    f"queue = %(queue)b AND attempt_id = %(attempt)b AND {UNEXPIRED}"
-)
+DELETE_ATTEMPT_SQL = delete_sql(f"queue = %(queue)b AND attempt_id = %(attempt)b AND {UNEXPIRED}")
 
 # Purge: every message; those already expired (not swept yet) count as expired, not purged.
 PURGE_SQL = f"""

@@ -92,6 +92,7 @@ T = TypeVar("T")
 
 # --- the store --------------------------------------------------------------------------------
 
+
 class PostgresStore:
     """The Store protocol over PostgreSQL (psycopg 3, an async connection pool).
 
@@ -218,9 +219,7 @@ class PostgresStore:
         self._tasks = [
             *self._notifier.start(kwargs),
             asyncio.create_task(self._maintenance.maintain(), name="leaseq-pg-maintenance"),
-            asyncio.create_task(
-                self._maintenance.watch_statistics(), name="leaseq-pg-statistics"
-            ),
+            asyncio.create_task(self._maintenance.watch_statistics(), name="leaseq-pg-statistics"),
         ]
 
     async def close(self) -> None:
@@ -526,9 +525,7 @@ class PostgresStore:
         async def op(tx: _Tx) -> None:
             # Deleting the row first waits for the senders holding it (FOR KEY SHARE); then the
             # statements below see what they wrote.
-            cur = await tx.conn.execute(
-                "DELETE FROM queues WHERE name = %s RETURNING id", (name,)
-            )
+            cur = await tx.conn.execute("DELETE FROM queues WHERE name = %s RETURNING id", (name,))
             row = await cur.fetchone()
             if row is None:
                 raise QueueNotFound(name)
@@ -541,7 +538,11 @@ class PostgresStore:
             if user is not None:
                 raise QueueInUse(name, user[0])  # rolls the delete back
             for table in (
-                "messages", "queue_counters", "channel_counters", "dedup", "attempts",
+                "messages",
+                "queue_counters",
+                "channel_counters",
+                "dedup",
+                "attempts",
                 "queue_metadata",
             ):
                 await tx.conn.execute(f"DELETE FROM {table} WHERE queue = %s", (queue_id,))
@@ -589,7 +590,9 @@ class PostgresStore:
                     # exactness tests compare the counters with the rows, not this).
                     log.warning(
                         "channel_counters of queue %s, channel %r: %d short of the rows",
-                        name, channel, -visible,
+                        name,
+                        channel,
+                        -visible,
                     )
                     visible = 0
                 if visible or leased or delayed:  # channels with an unexpired message (base.py)
@@ -667,7 +670,10 @@ class PostgresStore:
             # past its last message.
             sized = await tx.rows(
                 peek_sql(
-                    include_leased, include_delayed, clause, after=after is not None,
+                    include_leased,
+                    include_delayed,
+                    clause,
+                    after=after is not None,
                     columns=SIZED_COLUMNS,
                 ),
                 params,
@@ -721,7 +727,9 @@ class PostgresStore:
         attributes: dict[str, str] | None = None,
         visibility_timeout: float | None = None,
     ) -> UpdatedMessage:
-        return await self._leasing.update_message(name, receipt, body, attributes, visibility_timeout)
+        return await self._leasing.update_message(
+            name, receipt, body, attributes, visibility_timeout
+        )
 
     async def redrive(
         self,
@@ -731,4 +739,3 @@ class PostgresStore:
         channel_filter: str = "",
     ) -> int:
         return await self._leasing.redrive(name, destination, max_messages, channel_filter)
-

@@ -80,6 +80,7 @@ def _encode_attributes(attributes: dict[str, str]) -> str | None:
         return None
     return json.dumps(attributes, separators=(",", ":"), ensure_ascii=False)
 
+
 # --- one operation: a transaction ------------------------------------------------------------
 
 

@@ -23,7 +23,9 @@ def check_path(path: Path) -> None:
     """Create the file's directory, then the file itself if missing (SQLite would create both),
     and check that SQLite can write its -wal and -shm files next to it."""
     if path.is_dir():
-        raise cannot_open(path, "it is a directory (name a file in it, e.g. sqlite:///DIR/leaseq.db)")
+        raise cannot_open(
+            path, "it is a directory (name a file in it, e.g. sqlite:///DIR/leaseq.db)"
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a component of the path is a file
@@ -35,7 +37,9 @@ def check_path(path: Path) -> None:
     except OSError as error:
         raise cannot_open(path, f"cannot write it: {error.strerror}") from None
     if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise cannot_open(path, "its directory is not writable (SQLite keeps its -wal and -shm files there)")
+        raise cannot_open(
+            path, "its directory is not writable (SQLite keeps its -wal and -shm files there)"
+        )
 
 
 def explain(path: Path, error: sqlite3.Error) -> StoreOpenError:

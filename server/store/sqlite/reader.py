@@ -20,7 +20,9 @@ class _Reader:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._local = threading.local()  # the connection, on the reader's one thread
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leaseq-sqlite-reader")
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="leaseq-sqlite-reader"
+        )
         self._connections: list[sqlite3.Connection] = []
 
     def _connection(self) -> sqlite3.Connection:

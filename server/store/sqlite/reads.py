@@ -73,16 +73,40 @@ def finish_delivery(codec: ReceiptCodec, delivery: Delivery) -> ReceiveOutcome:
     return ReceiveOutcome(
         [
             DeliveredMessage(
-                key, message_id, receipt, body, {}, "", enqueued_at, expires_at, visible_at,
-                delivery_count, "",
+                key,
+                message_id,
+                receipt,
+                body,
+                {},
+                "",
+                enqueued_at,
+                expires_at,
+                visible_at,
+                delivery_count,
+                "",
             )
             if rare is None
             else _delivered(
-                receipt, key, message_id, body, enqueued_at, expires_at, delivery_count, 0, rare,
+                receipt,
+                key,
+                message_id,
+                body,
+                enqueued_at,
+                expires_at,
+                delivery_count,
+                0,
+                rare,
                 visible_at,
             )
             for receipt, (
-                key, message_id, body, enqueued_at, expires_at, delivery_count, _, rare
+                key,
+                message_id,
+                body,
+                enqueued_at,
+                expires_at,
+                delivery_count,
+                _,
+                rare,
             ) in zip(receipts, rows)
         ],
         next_visible_at=delivery.next_visible_at,
@@ -104,8 +128,17 @@ def _delivered(
     """The message of a DELIVERED_COLUMNS row (and its visible_at), rarely set fields included."""
     attributes, channel, last_error = json.loads(rare) if rare is not None else (None, "", "")
     return DeliveredMessage(
-        key, message_id, receipt, body, _decode_attributes(attributes), channel, enqueued_at,
-        expires_at, visible_at, delivery_count, last_error,
+        key,
+        message_id,
+        receipt,
+        body,
+        _decode_attributes(attributes),
+        channel,
+        enqueued_at,
+        expires_at,
+        visible_at,
+        delivery_count,
+        last_error,
     )
 
 

@@ -249,6 +249,7 @@ def insert_bodies_sql(count: int) -> str:
     )
     return INSERT_MESSAGE_SQL.replace("(?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
+
 # Live leases of a queue: the messages_visible range after now (leased and delayed messages),
 # read from the index alone (it holds `leased`).
 IN_FLIGHT_SQL = (
@@ -463,9 +464,7 @@ def _initialize(conn: sqlite3.Connection) -> bytes:
         for step in range(int(version) + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[step]:
                 conn.execute(statement)
-        conn.execute(
-            "UPDATE meta SET value = ? WHERE name = 'schema_version'", (SCHEMA_VERSION,)
-        )
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (SCHEMA_VERSION,))
     for statement in statements:
         if _message_index(statement):
             conn.execute(statement)

@@ -63,7 +63,6 @@ class Sends:
     def __init__(self, tx: _Tx) -> None:
         self.tx = tx
 
-
     def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
         found = self.tx.queue(name)
         config, now = found.config, self.tx.now
@@ -85,8 +84,17 @@ class Sends:
             visible_at, expires_at = decide.send_times(now, m.delay, m.ttl, config)
             ttl = config.message_retention if m.ttl is None else m.ttl
             rows.append(
-                (found.id, message_id, m.body, _encode_attributes(m.attributes), m.channel,
-                 now, expires_at, visible_at, classes[ttl])
+                (
+                    found.id,
+                    message_id,
+                    m.body,
+                    _encode_attributes(m.attributes),
+                    m.channel,
+                    now,
+                    expires_at,
+                    visible_at,
+                    classes[ttl],
+                )
             )
             outcomes.append(SendOutcome(message_id))
             if m.dedup_id:
@@ -133,9 +141,7 @@ class Sends:
         if not live and len(unique) == len(named):
             duplicates: list[int] = []
             message_ids = self._insert_bodies(found, bodies)
-            recorded = (
-                message_ids if named is dedup_ids else list(compress(message_ids, dedup_ids))
-            )
+            recorded = message_ids if named is dedup_ids else list(compress(message_ids, dedup_ids))
         else:
             message_ids, duplicates, named, recorded = self._insert_keyed(
                 found, bodies, dedup_ids, live
@@ -173,7 +179,8 @@ class Sends:
         values = list(chain.from_iterable(zip(dedup_ids, message_ids)))
         for start, count in _statements(len(dedup_ids)):
             self.tx.conn.execute(
-                _insert_dedup_sql(verb, count), shared + values[2 * start : 2 * (start + count)]  # type: ignore[operator]
+                _insert_dedup_sql(verb, count),
+                shared + values[2 * start : 2 * (start + count)],  # type: ignore[operator]
             )
 
     def _insert_keyed(
@@ -236,7 +243,8 @@ class Sends:
         values = list(chain.from_iterable(zip(message_ids, bodies)))
         for start, count in _statements(len(bodies)):
             self.tx.conn.execute(
-                insert_bodies_sql(count), shared + values[2 * start : 2 * (start + count)]  # type: ignore[operator]
+                insert_bodies_sql(count),
+                shared + values[2 * start : 2 * (start + count)],  # type: ignore[operator]
             )
         if bodies:
             self.tx.conn.execute(COUNT_CHANNEL_SQL, (found.id, "", len(bodies)))
@@ -261,4 +269,3 @@ class Sends:
                 ).fetchall()
             )
         return known
-

@@ -96,7 +96,9 @@ class SqliteStore:
         self._uids.clear()
         try:
             key = await writer.start(_initialize)
-        except sqlite3.Error as error:  # e.g. a read-only file: "attempt to write a readonly database"
+        except (
+            sqlite3.Error
+        ) as error:  # e.g. a read-only file: "attempt to write a readonly database"
             await writer.stop()
             raise explain(self.path, error) from error
         except BaseException:
@@ -296,8 +298,15 @@ class SqliteStore:
         queue_id, now = await self._call(lambda tx: tx.peek_start(name))
         return await self._read(
             lambda conn: peek_scan(
-                conn, queue_id, now, max_messages, channel_filter, include_leased,
-                include_delayed, after, max_bytes,
+                conn,
+                queue_id,
+                now,
+                max_messages,
+                channel_filter,
+                include_leased,
+                include_delayed,
+                after,
+                max_bytes,
             )
         )
 
@@ -348,5 +357,3 @@ class SqliteStore:
         return await self._call(
             lambda tx: tx.redrive(name, destination, max_messages, channel_filter), weight=HEAVY
         )
-
-
