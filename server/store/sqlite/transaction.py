@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,7 +13,6 @@ from typing import Any, TypeVar
 
 from ...domain import leases as decide
 from ...domain.leases import Lease, Tombstone, fence, fence_lease, lease_result
-from ...domain.limits import TOMBSTONE_SECONDS
 from ...domain.rules import bytes_reached
 from ...domain.types import (
     AllDeleted,
@@ -37,6 +35,7 @@ from ...errors import (
     QueueNotFound,
 )
 from ...receipts import ReceiptCodec, new_queue_uid
+from .maintenance import Maintenance
 from .reads import Decoded, Delivery, StatsCounters
 from .schema import (
     _CONFIG_FIELDS,
@@ -69,14 +68,12 @@ from .sending import Sends
 
 T = TypeVar("T")
 
-# Stale tombstone/dedup/attempt rows are removed at most this often (store clock), in slices of
-# HOUSEKEEPING_ROWS so that one slice never stalls the writer.
+# Stale tombstone/dedup/attempt rows are removed at most this often (store clock), in slices
+# (maintenance.HOUSEKEEPING_ROWS) so that one slice never stalls the writer.
 HOUSEKEEPING_SECONDS = 60.0
-HOUSEKEEPING_ROWS = 5_000
 
 # Candidates read per statement by a receive on a queue with a dead letter queue (see _pick).
 PICK_READ_AHEAD = 64
-
 
 
 # --- one operation's view of the database ---------------------------------------------------
@@ -140,10 +137,12 @@ class _Tx:
         each. Reads their channels (only dead-lettering and redrive move messages)."""
         deltas: Counter[tuple[int, str]] = Counter()
         for chunk in _chunks(moves):
-            channels = dict(self.conn.execute(
-                f"SELECT key, channel FROM messages WHERE key IN ({', '.join('?' * len(chunk))})",
-                [key for key, _, _ in chunk],
-            ).fetchall())
+            channels = dict(
+                self.conn.execute(
+                    f"SELECT key, channel FROM messages WHERE key IN ({', '.join('?' * len(chunk))})",
+                    [key for key, _, _ in chunk],
+                ).fetchall()
+            )
             for key, source, target in chunk:
                 deltas[(source, channels[key])] -= 1
                 deltas[(target, channels[key])] += 1
@@ -429,20 +428,6 @@ class _Tx:
             self._move_to_dead_letter_queue(found, dead_letter_queue, dead)
         return deliver, None
 
-    def _redrive_candidates(
-        self,
-        found: _Queue,
-        clause: str,
-        clause_params: tuple[Any, ...],
-        cursor: tuple[float, int] | None,
-        limit: int,
-    ) -> list[tuple[int, float, str | None]]:
-        """(key, visible_at, source_queue) of a page of visible messages: no bodies, so a page
-        holds a few bytes per message whatever the messages' sizes."""
-        sql = candidates_sql("key, visible_at, source_queue", clause, after=cursor is not None)
-        params = (found.id, self.now, *clause_params, *(cursor or ()), limit)
-        return self.conn.execute(sql, params).fetchall()
-
     @staticmethod
     def _exhausted(found: _Queue, row: _Candidate) -> bool:
         return decide.due_for_dead_letter(row.delivery_count, found.config)
@@ -466,8 +451,14 @@ class _Tx:
             " lifetime = ?, receipt_seq = receipt_seq + 1, source_queue = ?, attempt_id = NULL"
             " WHERE key = ?",
             [
-                (dlq.id, self.now, decide.dead_letter_expiry(row.enqueued_at, dlq.config),
-                 lifetime, found.name, row.key)
+                (
+                    dlq.id,
+                    self.now,
+                    decide.dead_letter_expiry(row.enqueued_at, dlq.config),
+                    lifetime,
+                    found.name,
+                    row.key,
+                )
                 for row in rows
             ],
         )
@@ -579,7 +570,13 @@ class _Tx:
             "UPDATE messages SET visible_at = ?, leased = ?, last_error = ?,"
             " attempt_id = CASE WHEN ? THEN NULL ELSE attempt_id END WHERE key = ?",
             [
-                (lease.visible_at, int(lease.leased), lease.last_error, lease.clear_attempt, lease.key)
+                (
+                    lease.visible_at,
+                    int(lease.leased),
+                    lease.last_error,
+                    lease.clear_attempt,
+                    lease.key,
+                )
                 for lease in leases
             ],
         )
@@ -713,86 +710,39 @@ class _Tx:
             ).fetchone()
             stored = (row[0], _decode_attributes(row[1]))
         lease, new_body, new_attributes = decide.updated_message(
-            lease, tombstone, seq, self.now, found.config, stored or (b"", {}),
-            body, attributes, visibility_timeout,
+            lease,
+            tombstone,
+            seq,
+            self.now,
+            found.config,
+            stored or (b"", {}),
+            body,
+            attributes,
+            visibility_timeout,
         )
         self.conn.execute(
             "UPDATE messages SET body = ?, attributes = ?, visible_at = ?, leased = ?,"
             " receipt_seq = receipt_seq + 1,"
             " attempt_id = CASE WHEN ? THEN NULL ELSE attempt_id END WHERE key = ?",
-            (new_body, _encode_attributes(new_attributes), lease.visible_at, int(lease.leased),
-             lease.clear_attempt, key),
+            (
+                new_body,
+                _encode_attributes(new_attributes),
+                lease.visible_at,
+                int(lease.leased),
+                lease.clear_attempt,
+                key,
+            ),
         )
         return UpdatedMessage(key, self.codec.encode(found.uid, key, seq + 1), lease.visible_at)
 
-    # -- redrive -----------------------------------------------------------------------------
+    # -- redrive and housekeeping (maintenance.py) --------------------------------------------
 
     def redrive(
         self, name: str, destination: str | None, max_messages: int, channel_filter: str
     ) -> int:
-        found = self.queue(name)
-        target = None if destination is None else self.queue(destination)
-        limit = max_messages if max_messages > 0 else math.inf
-        clause, clause_params = _channel_clause(channel_filter)
-        sources: dict[str, _Queue | None] = {}
-        moves: list[tuple[_Queue, int]] = []
-        cursor: tuple[float, int] | None = None
-        page = 1000
-        # Like receive, collect first and update after: the keyset cursor needs a still table.
-        while len(moves) < limit:
-            rows = self._redrive_candidates(found, clause, clause_params, cursor, page)
-            for key, _visible_at, source_queue in rows:
-                to = target or self._source(source_queue, sources)
-                if to is not None:
-                    moves.append((to, key))
-                    if len(moves) >= limit:
-                        break
-            if len(rows) < page:
-                break
-            cursor = (rows[-1][1], rows[-1][0])
-        self._move_counts([(key, found.id, to.id) for to, key in moves])
-        # A new expiry from now and the original enqueued_at: no lifetime class (class 0).
-        for queue_id in {to.id for to, _ in moves}:
-            self._lifetime_classes(queue_id, [0.0])
-        self.conn.executemany(
-            "UPDATE messages SET queue = ?, delivery_count = 0, visible_at = ?, leased = 0,"
-            " source_queue = NULL, receipt_seq = receipt_seq + 1, expires_at = ?, attempt_id = NULL,"
-            " lifetime = 0 WHERE key = ?",
-            [(to.id, self.now, decide.redrive_expiry(self.now, to.config), key) for to, key in moves],
-        )
-        return len(moves)
-
-    def _source(self, name: str | None, cache: dict[str, _Queue | None]) -> _Queue | None:
-        if not name:
-            return None
-        if name not in cache:
-            cache[name] = self.find_queue(name)
-        return cache[name]
-
-    # -- housekeeping --------------------------------------------------------------------------
+        return Maintenance(self).redrive(name, destination, max_messages, channel_filter)
 
     def housekeep(self) -> bool:
         """Delete a slice of rows whose time conditions can no longer hold. True when a table
         had more than a slice, so the next operation should continue."""
-        limit = HOUSEKEEPING_ROWS
-        statements = (
-            ("DELETE FROM tombstones WHERE key IN (SELECT key FROM tombstones WHERE deleted_at < ?"
-             " LIMIT ?)", self.now - TOMBSTONE_SECONDS),
-            ("DELETE FROM dedup WHERE (queue, dedup_id) IN (SELECT queue, dedup_id FROM dedup"
-             " WHERE until <= ? LIMIT ?)", self.now),
-            ("DELETE FROM attempts WHERE (queue, attempt_id) IN (SELECT queue, attempt_id FROM"
-             " attempts WHERE until <= ? LIMIT ?)", self.now),
-        )
-        more = False
-        for sql, cutoff in statements:
-            more |= self.conn.execute(sql, (cutoff, limit)).rowcount >= limit
-        # Channels that emptied (one row per channel a queue ever used: few), and lifetime classes
-        # no message has any more (at most MAX_LIFETIMES + 1 per queue; a search each).
-        self.conn.execute("DELETE FROM channel_counts WHERE total = 0")
-        self.conn.execute(
-            "DELETE FROM lifetimes WHERE NOT EXISTS (SELECT 1 FROM messages"
-            " WHERE messages.queue = lifetimes.queue AND messages.lifetime = lifetimes.lifetime)"
-        )
-        return more
-
-
+        return Maintenance(self).housekeep()
