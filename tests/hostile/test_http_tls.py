@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import oci
 import pytest
 from azure.storage.queue import QueueClient as AzureQueueClient
 
 from leaseq.server.auth import hash_token
 from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.oci.conftest import TENANCY, ApiKey, make_key
 from tests.ops.conftest import Serve
 from tests.security.certs import CA
 from tests.sqs.conftest import REGION
@@ -67,15 +69,20 @@ class Https:
     sqs: str
     azure: str
     console: str
+    oci: str
+    oci_key: ApiKey
 
 
 def _serve(tmp_path: Path, pki: Pki, *extra: str) -> tuple[Serve, Https]:
-    sqs, azure, console = free_port(), free_port(), free_port()
+    sqs, azure, console, oci_port = free_port(), free_port(), free_port(), free_port()
+    key = make_key(tmp_path, "ocid1.user.oc1..aaaatls")
     policy = tmp_path / "policy.toml"
     policy.write_text(
         f'[[principals]]\nname = "admin"\ntokens = ["{hash_token(TOKEN)}"]\n'
         'access_keys = [{ id = "AKIATLS", secret = "tls-secret" }]\n'
         f'azure_keys = [{{ account = "devstoreaccount1", key = "{DEV_KEY}" }}]\n'
+        f'oci_keys = [{{ tenancy = "{TENANCY}", user = "{key.user}", '
+        f'public_key = """{key.public_pem}""" }}]\n'
         '[[principals.grants]]\nqueues = ["*"]\nactions = ["*"]\n'
     )
     server = Serve(
@@ -93,10 +100,16 @@ def _serve(tmp_path: Path, pki: Pki, *extra: str) -> tuple[Serve, Https]:
         f"127.0.0.1:{azure}",
         "--console-listen",
         f"127.0.0.1:{console}",
+        "--oci-listen",
+        f"127.0.0.1:{oci_port}",
         *extra,
     ).start()
     return server, Https(
-        f"https://127.0.0.1:{sqs}", f"https://127.0.0.1:{azure}", f"https://127.0.0.1:{console}"
+        f"https://127.0.0.1:{sqs}",
+        f"https://127.0.0.1:{azure}",
+        f"https://127.0.0.1:{console}",
+        f"https://127.0.0.1:{oci_port}",
+        key,
     )
 
 
@@ -132,6 +145,21 @@ def test_the_azure_sdk_over_https(https: Https, pki: Pki) -> None:
     assert [m.content for m in queue.receive_messages()] == ["secret"]
 
 
+def test_the_oci_sdk_over_https(https: Https, pki: Pki) -> None:
+    admin = oci.queue.QueueAdminClient(https.oci_key.config(), service_endpoint=https.oci)
+    # The CA as a user passes it to requests; trust_env off, or REQUESTS_CA_BUNDLE would win.
+    admin.base_client.session.verify = str(pki.ca)
+    admin.base_client.session.trust_env = False
+    assert admin.list_queues(compartment_id=TENANCY).status == 200
+    untrusted = oci.queue.QueueAdminClient(
+        https.oci_key.config(),
+        service_endpoint=https.oci,
+        retry_strategy=oci.retry.NoneRetryStrategy(),
+    )
+    with pytest.raises(Exception, match="(?i)ssl|certificate"):
+        untrusted.list_queues(compartment_id=TENANCY)  # the test CA is not trusted
+
+
 def test_chromium_signs_in_to_the_console_over_https(https: Https) -> None:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing")
@@ -161,7 +189,9 @@ def test_mutual_tls_asks_every_http_port_for_a_client_certificate(tmp_path: Path
         server.kill()
 
 
-@pytest.mark.parametrize("flag", ["--sqs-listen", "--azure-listen", "--console-listen"])
+@pytest.mark.parametrize(
+    "flag", ["--sqs-listen", "--azure-listen", "--console-listen", "--oci-listen"]
+)
 def test_a_non_loopback_http_port_without_tls_is_refused_at_start(
     tmp_path: Path, flag: str
 ) -> None:
