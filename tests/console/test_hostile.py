@@ -119,12 +119,17 @@ async def test_malformed_requests_are_4xx_json_errors(
             ("PATCH", f"/api/queues/{name}"),
             ("POST", f"/api/queues/{name}/messages"),
             ("POST", f"/api/queues/{name}/redrive"),
-            ("POST", "/api/session"),
         )
         for method, path in routes:
             for body in (deep_array, deep_object):
                 status, data = await visitor.call(method, path, raw=body)
                 assert status == 400 and data["error"]["field"] == "body", (method, path, data)
+        # The sign-in reads at most 8 KiB, signed in or not: larger is refused unread, and deep
+        # nesting within the limit is a 400 like the others.
+        status, data = await visitor.call("POST", "/api/session", raw=deep_array)
+        assert (status, data["error"]["code"]) == (413, "TOO_LARGE"), data
+        status, data = await visitor.call("POST", "/api/session", raw=b"[" * 8_000)
+        assert status == 400 and data["error"]["field"] == "body", data
         for encoding, garbage in (("gzip", b"not gzip at all"), ("deflate", b"\xff" * 64)):
             url = f"{console_server.url}/api/queues"
             async with visitor.http.post(
