@@ -84,9 +84,10 @@ class _Site(web.BaseSite):
         shared = self._shared
         server = self._runner.server
         assert server is not None
-        # The runner's handler arguments (access_log=None above among them: aiohttp's access log
-        # would print request lines, with tokens in their query strings) plus the shared limits.
-        options = {**server._kwargs, **shared.handler_options()}
+        # The runner's handler arguments, as aiohttp's own Server.__call__ passes them: the shared
+        # limits (handler_options) and access_log=None (aiohttp's access log would print request
+        # lines, with tokens in their query strings).
+        options = server._kwargs
         header_timeout = shared.limits.header_timeout
 
         def connection() -> asyncio.BaseProtocol:
