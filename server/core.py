@@ -35,7 +35,7 @@ dialect's module: this core only enforces leaseq's.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, overload
@@ -196,6 +196,51 @@ class QueueCore:
             rules.valid_text(value, "metadata")
         self._grant(principal, _ADMIN, name)
         await self.store.set_queue_metadata(name, metadata)
+
+    async def queue_state(
+        self, principal: Principal | None, name: str, namespace: str
+    ) -> dict[str, str]:
+        """A front end's own pairs of the queue in `namespace` (Store.queue_state): any action
+        on the queue, as get_queue."""
+        self._ready()
+        rules.queue_name(name)
+        self._grant(principal, ANY, name)
+        return await self.store.queue_state(name, namespace)
+
+    async def update_queue_state(
+        self,
+        principal: Principal | None,
+        name: str,
+        namespace: str,
+        changes: Mapping[str, str | None],
+        replace: bool = False,
+    ) -> dict[str, str]:
+        """Change them (Store.update_queue_state; admin, as other changes of a queue)."""
+        self._ready()
+        rules.queue_name(name)
+        rules.state_changes(namespace, changes)
+        self._grant(principal, _ADMIN, name)
+        return await self.store.update_queue_state(name, namespace, changes, replace)
+
+    async def settings(self, principal: Principal | None, namespace: str) -> dict[str, str]:
+        """A front end's own server-wide pairs (Store.settings): some action on every queue (a
+        grant on "*")."""
+        self._ready()
+        self._grant(principal, ANY, "*")
+        return await self.store.settings(namespace)
+
+    async def update_settings(
+        self,
+        principal: Principal | None,
+        namespace: str,
+        changes: Mapping[str, str | None],
+        replace: bool = False,
+    ) -> dict[str, str]:
+        """Change them (Store.update_settings): admin on every queue (a grant on "*")."""
+        self._ready()
+        rules.state_changes(namespace, changes)
+        self._grant(principal, _ADMIN, "*")
+        return await self.store.update_settings(namespace, changes, replace)
 
     async def update_queue(
         self, principal: Principal | None, name: str, changes: dict[str, Any]

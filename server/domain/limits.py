@@ -46,5 +46,10 @@ CONFIG_INTS: dict[str, tuple[int, int]] = {
     "max_in_flight": (1, 10_000_000),
 }
 
+# A front end's own pairs (Store.queue_state, Store.settings): names and values per call.
+MAX_STATE_NAME = 256
+MAX_STATE_VALUE = 64 * 1024
+MAX_STATE_CHANGES = 100
+
 TOMBSTONE_SECONDS = 3600.0
 """How long a deleted message's tombstone answers ALREADY_DELETED / RECEIPT_SUPERSEDED."""

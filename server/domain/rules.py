@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 
 from ..errors import InvalidArgument, OutOfRange, clip
@@ -104,6 +104,21 @@ def max_length(value: str, field: str, limit: int) -> str:
     if len(value) > limit:
         raise InvalidArgument(field, f"at most {limit} characters (got {len(value)})")
     return valid_text(value, field)
+
+
+def state_changes(namespace: str, changes: Mapping[str, str | None]) -> None:
+    """A change of a front end's own pairs (Store.update_queue_state, update_settings): a
+    namespace and names of 1 to MAX_STATE_NAME characters, values of at most MAX_STATE_VALUE,
+    at most MAX_STATE_CHANGES names per change, all valid text."""
+    for name in (namespace, *changes):
+        if not name:
+            raise InvalidArgument("state", "names and namespaces must not be empty")
+        max_length(name, "state", limits.MAX_STATE_NAME)
+    if len(changes) > limits.MAX_STATE_CHANGES:
+        raise InvalidArgument("state", f"at most {limits.MAX_STATE_CHANGES} names per change")
+    for value in changes.values():
+        if value is not None:
+            max_length(value, "state", limits.MAX_STATE_VALUE)
 
 
 RESERVED_ATTRIBUTE_PREFIXES = ("sqs:",)

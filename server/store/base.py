@@ -89,6 +89,32 @@ class Store(Protocol):
 
     async def stats(self, name: str) -> QueueStats: ...
 
+    async def queue_state(self, name: str, namespace: str) -> dict[str, str]:
+        """A front end's own name -> value pairs for the queue in `namespace` (e.g. SQS's tags
+        in "sqs.tags"): state of a dialect that the domain does not interpret. It lives and dies
+        with the queue: a queue deleted and created again starts without. QueueNotFound when
+        the queue is missing."""
+        ...
+
+    async def update_queue_state(
+        self, name: str, namespace: str, changes: Mapping[str, str | None], replace: bool = False
+    ) -> dict[str, str]:
+        """Set each name of `changes` to its value in the queue's `namespace` (None: remove the
+        name), after removing every other name of the namespace when `replace`; atomic. Returns
+        the namespace's pairs after. QueueNotFound when the queue is missing."""
+        ...
+
+    async def settings(self, namespace: str) -> dict[str, str]:
+        """A front end's own server-wide name -> value pairs in `namespace` (e.g. Azure's
+        service properties), shared by every server process over the store."""
+        ...
+
+    async def update_settings(
+        self, namespace: str, changes: Mapping[str, str | None], replace: bool = False
+    ) -> dict[str, str]:
+        """update_queue_state's rules for the server-wide pairs of `namespace`."""
+        ...
+
     # --- messages -----------------------------------------------------------------------------
 
     async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
@@ -178,6 +204,24 @@ class Store(Protocol):
         retention; it keeps message_id, body, attributes, channel, enqueued_at, last_error.
         QueueNotFound for a missing name or destination. Returns how many moved."""
         ...
+
+
+def update_state_map(
+    held: dict[str, dict[str, str]],
+    namespace: str,
+    changes: Mapping[str, str | None],
+    replace: bool,
+) -> dict[str, str]:
+    """update_queue_state / update_settings on pairs held as namespace -> name -> value (the
+    memory store); returns a copy of the namespace's pairs after."""
+    after = {} if replace else dict(held.get(namespace, {}))
+    for key, value in changes.items():
+        if value is None:
+            after.pop(key, None)
+        else:
+            after[key] = value
+    held[namespace] = after
+    return dict(after)
 
 
 async def send_batch_by_messages(store: Store, name: str, batch: BodyBatch) -> SentBatch:

@@ -57,7 +57,7 @@ from ..errors import (
     QueueNotFound,
 )
 from ..receipts import ReceiptCodec, new_queue_uid, new_signing_key
-from .base import Store
+from .base import Store, update_state_map
 
 # A heap is rebuilt from its queue's messages once stale entries outnumber live ones by this much
 # (a workload that only ever receives with a channel filter never pops the schedule heap).
@@ -117,6 +117,7 @@ class _Queue:
     dedup: dict[str, _Dedup] = field(default_factory=dict)
     dedup_expiries: list[tuple[float, str]] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+    state: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> pairs
     dead_lettered_total: int = 0
     expired_total: int = 0
     deleted_total: int = 0
@@ -147,6 +148,7 @@ class MemoryStore(Store):
         self._codec = ReceiptCodec(new_signing_key())
         self._queues: dict[str, _Queue] = {}
         self._next_key = 1
+        self._settings: dict[str, dict[str, str]] = {}
 
     async def open(self) -> None:
         """Nothing to create: the store lives in this object."""
@@ -198,6 +200,22 @@ class MemoryStore(Store):
 
     async def set_queue_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
         self._queue(name).metadata = dict(metadata)
+
+    async def queue_state(self, name: str, namespace: str) -> dict[str, str]:
+        return dict(self._queue(name).state.get(namespace, {}))
+
+    async def update_queue_state(
+        self, name: str, namespace: str, changes: Mapping[str, str | None], replace: bool = False
+    ) -> dict[str, str]:
+        return update_state_map(self._queue(name).state, namespace, changes, replace)
+
+    async def settings(self, namespace: str) -> dict[str, str]:
+        return dict(self._settings.get(namespace, {}))
+
+    async def update_settings(
+        self, namespace: str, changes: Mapping[str, str | None], replace: bool = False
+    ) -> dict[str, str]:
+        return update_state_map(self._settings, namespace, changes, replace)
 
     async def purge_queue(self, name: str) -> int:
         queue = self._open_queue(name, self.clock.now())

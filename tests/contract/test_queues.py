@@ -186,3 +186,59 @@ async def test_a_queue_created_again_starts_without_metadata(store: Store) -> No
     assert await store.queue_metadata([Q]) == {}
     await make_queue(store)
     assert await store.queue_metadata([Q]) == {}
+
+
+# --- a front end's own pairs (queue_state, settings) --------------------------------------------
+
+
+async def test_queue_state_is_merged_replaced_and_kept_per_namespace(store: Store) -> None:
+    await make_queue(store)
+    await make_queue(store, "other")
+    assert await store.queue_state(Q, "sqs.tags") == {}
+    after = await store.update_queue_state(Q, "sqs.tags", {"env": "prod", "Team 2": "é ü"})
+    assert after == {"env": "prod", "Team 2": "é ü"}
+    await store.update_queue_state(Q, "sqs.attributes", {"Policy": '{"Version": "2012-10-17"}'})
+    await store.update_queue_state("other", "sqs.tags", {"env": "dev"})
+    # A merge: names not named stay, None removes one, a missing name's None is no error.
+    after = await store.update_queue_state(
+        Q, "sqs.tags", {"env": "test", "Team 2": None, "x": None}
+    )
+    assert after == {"env": "test"}
+    assert await store.queue_state(Q, "sqs.tags") == {"env": "test"}
+    assert await store.queue_state(Q, "sqs.attributes") == {"Policy": '{"Version": "2012-10-17"}'}
+    assert await store.queue_state("other", "sqs.tags") == {"env": "dev"}
+    # replace: the namespace holds exactly the changes' values afterwards.
+    after = await store.update_queue_state(Q, "sqs.tags", {"a": "1", "b": None}, replace=True)
+    assert after == {"a": "1"} == await store.queue_state(Q, "sqs.tags")
+    assert await store.update_queue_state(Q, "sqs.tags", {}, replace=True) == {}
+    assert await store.queue_state(Q, "sqs.attributes") != {}
+
+
+async def test_queue_state_lives_and_dies_with_the_queue(store: Store) -> None:
+    await make_queue(store)
+    await store.update_queue_state(Q, "sqs.tags", {"env": "prod"})
+    await store.delete_queue(Q)
+    with pytest.raises(QueueNotFound):
+        await store.queue_state(Q, "sqs.tags")
+    with pytest.raises(QueueNotFound):
+        await store.update_queue_state(Q, "sqs.tags", {"env": "prod"})
+    await make_queue(store)
+    assert await store.queue_state(Q, "sqs.tags") == {}
+
+
+async def test_settings_are_server_wide_pairs_per_namespace(store: Store) -> None:
+    assert await store.settings("azure.service") == {}
+    assert await store.update_settings("azure.service", {"cors": "[]", "logging": "off"}) == {
+        "cors": "[]",
+        "logging": "off",
+    }
+    await store.update_settings("sqs.account", {"id": "000000000000"})
+    assert await store.update_settings("azure.service", {"logging": None, "cors": "[1]"}) == {
+        "cors": "[1]"
+    }
+    assert await store.settings("azure.service") == {"cors": "[1]"}
+    assert await store.settings("sqs.account") == {"id": "000000000000"}
+    assert await store.update_settings("azure.service", {"x": "y"}, replace=True) == {"x": "y"}
+    await make_queue(store)
+    await store.delete_queue(Q)  # settings belong to no queue
+    assert await store.settings("azure.service") == {"x": "y"}

@@ -57,6 +57,8 @@ async def test_replicas_starting_at_once_create_the_schema_once(schema: str, url
             "queue_metadata",
             "channel_counters",
             "channel_moves",
+            "queue_state",
+            "settings",
         }
         assert _meta(schema, "schema_version") == str(pg.SCHEMA_VERSION).encode()
         # One signing key, shared: every replica accepts every replica's receipts.

@@ -282,6 +282,31 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX messages_enqueued ON {schema}.messages (queue, enqueued_at)",
         ],
     ),
+    (
+        5,
+        [
+            # A front end's own name -> value pairs of a queue (SQS's tags, ...) and of the
+            # server, in namespaces (Store.queue_state, Store.settings); delete_queue removes a
+            # queue's rows with its other rows.
+            """
+            CREATE TABLE {schema}.queue_state (
+                queue     bigint NOT NULL,
+                namespace text NOT NULL,
+                name      text NOT NULL,
+                value     text NOT NULL,
+                PRIMARY KEY (queue, namespace, name)
+            )
+            """,
+            """
+            CREATE TABLE {schema}.settings (
+                namespace text NOT NULL,
+                name      text NOT NULL,
+                value     text NOT NULL,
+                PRIMARY KEY (namespace, name)
+            )
+            """,
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

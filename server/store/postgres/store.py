@@ -71,6 +71,7 @@ from .settings import (
     Tuning,
     parse_url,
 )
+from .state import DialectState
 from .statements import (
     CUSTOM_PLAN_SQL,
     GENERIC_PLAN_SQL,
@@ -144,6 +145,7 @@ class PostgresStore:
         self._receiving = Receives(self)
         self._leasing = LeaseOps(self)
         self._maintenance = Maintenance(self)
+        self._state = DialectState(self._run)
 
     @classmethod
     def from_url(
@@ -521,6 +523,22 @@ class PostgresStore:
 
         await self._run(op)
 
+    async def queue_state(self, name: str, namespace: str) -> dict[str, str]:
+        return await self._state.queue_state(name, namespace)
+
+    async def update_queue_state(
+        self, name: str, namespace: str, changes: Mapping[str, str | None], replace: bool = False
+    ) -> dict[str, str]:
+        return await self._state.update_queue_state(name, namespace, changes, replace)
+
+    async def settings(self, namespace: str) -> dict[str, str]:
+        return await self._state.settings(namespace)
+
+    async def update_settings(
+        self, namespace: str, changes: Mapping[str, str | None], replace: bool = False
+    ) -> dict[str, str]:
+        return await self._state.update_settings(namespace, changes, replace)
+
     async def delete_queue(self, name: str) -> None:
         async def op(tx: _Tx) -> None:
             # Deleting the row first waits for the senders holding it (FOR KEY SHARE); then the
@@ -544,6 +562,7 @@ class PostgresStore:
                 "dedup",
                 "attempts",
                 "queue_metadata",
+                "queue_state",
             ):
                 await tx.conn.execute(f"DELETE FROM {table} WHERE queue = %s", (queue_id,))
             await tx.conn.execute(*self._notifier.config_notify_sql(name))

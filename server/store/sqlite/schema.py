@@ -20,7 +20,9 @@ operation with the same receipt_seq. 3: message counts by channel kept in channe
 messages_enqueued index, so that stats read no more than the queue's unavailable messages.
 4: queue_metadata. 5: messages' lifetime classes (see _LIFETIMES): one index answers both the
 expiry sweep and stats' oldest visible message, and live leases are counted from
-messages_visible, which now holds `leased` (MIGRATIONS)."""
+messages_visible, which now holds `leased` (MIGRATIONS).
+queue_state and settings need no version: the schema statements make them (IF NOT EXISTS) in
+a file of any version, and a leaseq that does not know them leaves them alone."""
 
 # One column per QueueConfig field, in the dataclass's order.
 _CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(QueueConfig))
@@ -79,6 +81,22 @@ CREATE TABLE IF NOT EXISTS queue_metadata (
     queue    INTEGER PRIMARY KEY REFERENCES queues (id) ON DELETE CASCADE,
     metadata TEXT NOT NULL
 );
+
+-- A front end's own name -> value pairs of a queue (SQS's tags, ...) and of the server, in
+-- namespaces (Store.queue_state, Store.settings).
+CREATE TABLE IF NOT EXISTS queue_state (
+    queue     INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    namespace TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (queue, namespace, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS settings (
+    namespace TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (namespace, name)
+) WITHOUT ROWID;
 
 -- How many messages each channel of a queue holds, kept by every operation that adds or removes
 -- messages (stats_scan reads it instead of counting a whole queue).

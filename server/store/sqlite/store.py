@@ -28,6 +28,7 @@ from ...domain.types import (
 )
 from ...errors import QueueNotFound, Unavailable
 from ...receipts import ReceiptCodec
+from . import state
 from .open_errors import cannot_open, check_path, explain
 from .reader import _Reader
 from .reads import Decoded, finish_delivery, peek_scan, stats_scan
@@ -218,6 +219,24 @@ class SqliteStore:
 
     async def set_queue_metadata(self, name: str, metadata: Mapping[str, str]) -> None:
         await self._call(lambda tx: tx.set_queue_metadata(name, metadata))
+
+    async def queue_state(self, name: str, namespace: str) -> dict[str, str]:
+        return await self._call(lambda tx: state.queue_state(tx, name, namespace))
+
+    async def update_queue_state(
+        self, name: str, namespace: str, changes: Mapping[str, str | None], replace: bool = False
+    ) -> dict[str, str]:
+        return await self._call(
+            lambda tx: state.update_queue_state(tx, name, namespace, changes, replace)
+        )
+
+    async def settings(self, namespace: str) -> dict[str, str]:
+        return await self._call(lambda tx: state.settings(tx, namespace))
+
+    async def update_settings(
+        self, namespace: str, changes: Mapping[str, str | None], replace: bool = False
+    ) -> dict[str, str]:
+        return await self._call(lambda tx: state.update_settings(tx, namespace, changes, replace))
 
     async def purge_queue(self, name: str) -> int:
         return await self._call(lambda tx: tx.purge_queue(name), weight=HEAVY)
