@@ -29,14 +29,13 @@ from ..http_refusal import BODY_TIMEOUT, BUSY, TOO_LARGE, HttpRefusal
 from ..observe import count_request, log_request
 from . import request_checks, shared_key, xml_bodies
 from .errors import (
-    AUTHENTICATION_FAILED,
     INTERNAL_ERROR,
-    INVALID_INPUT,
     REQUEST_BODY_TOO_LARGE,
     SERVER_BUSY,
     AzureError,
     Kind,
     from_domain,
+    invalid_input,
 )
 from .operations import OPERATIONS, Answer, Request
 from .parameters import check_timeout, single
@@ -92,10 +91,9 @@ class AzureFrontend(DialectFrontend):
             request_checks.check_content_md5(request.headers, body)
             found = route(request.method, request.rel_url.raw_path, query)
             if found.account != account:
-                raise AzureError(
-                    AUTHENTICATION_FAILED,
+                raise shared_key.failed(
                     f"The request is signed for account {account[:64]} but its URL names account "
-                    f"{found.account[:64]}.",
+                    f"{found.account[:64]}."
                 )
             check_timeout(query)
             answer = await OPERATIONS[found.operation](
@@ -141,9 +139,7 @@ class AzureFrontend(DialectFrontend):
         try:
             return await request_body.read(request, self.max_request_bytes)
         except request_body.UndecodableBody as error:
-            raise AzureError(
-                INVALID_INPUT, f"One of the request inputs is not valid: {error}."
-            ) from None
+            raise invalid_input(str(error)) from None
 
     def _authenticate(self, request: web.Request) -> tuple[str, Principal | None]:
         """(account, principal): the principal None means every action is allowed (no policy:

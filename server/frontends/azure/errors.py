@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from ...core import PermissionDenied
 from ...errors import (
-    InvalidArgument,
     LeaseqError,
     OutOfRange,
     OverLimit,
@@ -42,6 +41,7 @@ INVALID_MD5 = Kind("InvalidMd5", 400)
 MD5_MISMATCH = Kind("Md5Mismatch", 400)
 INVALID_XML = Kind("InvalidXmlDocument", 400)
 INVALID_RESOURCE_NAME = Kind("InvalidResourceName", 400)
+OUT_OF_RANGE_INPUT = Kind("OutOfRangeInput", 400)
 INVALID_METADATA = Kind("InvalidMetadata", 400)
 METADATA_TOO_LARGE = Kind("MetadataTooLarge", 400)
 MESSAGE_TOO_LARGE = Kind("MessageTooLarge", 400)
@@ -73,12 +73,37 @@ class AzureError(Exception):
         return f"{self.kind.code}: {self.message}"
 
 
+# Azure's sentences exactly (clients match them): what was wrong is in the extra elements.
+OUT_OF_RANGE_SENTENCE = (
+    "One of the query parameters specified in the request URI is outside the permissible range."
+)
+INVALID_QUERY_SENTENCE = (
+    "Value for one of the query parameters specified in the request URI is invalid."
+)
+INVALID_NAME_SENTENCE = "The specifed resource name contains invalid characters."  # sic: Azure's
+NAME_LENGTH_SENTENCE = "The specified resource name length is not within the permissible limits."
+INVALID_INPUT_SENTENCE = "One of the request inputs is not valid."
+PERMISSION_SENTENCE = (
+    "This request is not authorized to perform this operation using this permission."
+)
+
+
+def invalid_name() -> AzureError:
+    return AzureError(INVALID_RESOURCE_NAME, INVALID_NAME_SENTENCE)
+
+
+def name_length() -> AzureError:
+    return AzureError(OUT_OF_RANGE_INPUT, NAME_LENGTH_SENTENCE)
+
+
+def invalid_input(reason: str) -> AzureError:
+    return AzureError(INVALID_INPUT, INVALID_INPUT_SENTENCE, {"Reason": reason})
+
+
 def out_of_range(name: str, value: str, minimum: object, maximum: object) -> AzureError:
-    # Azure's text, then what was wrong: the SDK shows the message's first line.
     return AzureError(
         OUT_OF_RANGE_QUERY,
-        "One of the query parameters specified in the request URI is outside the permissible "
-        f"range: {name}={value} is not within {minimum} .. {maximum}.",
+        OUT_OF_RANGE_SENTENCE,
         {
             "QueryParameterName": name,
             "QueryParameterValue": value,
@@ -91,8 +116,7 @@ def out_of_range(name: str, value: str, minimum: object, maximum: object) -> Azu
 def invalid_query(name: str, value: str, reason: str) -> AzureError:
     return AzureError(
         INVALID_QUERY,
-        "Value for one of the query parameters specified in the request URI is invalid: "
-        f"{name} ({reason})",
+        INVALID_QUERY_SENTENCE,
         {"QueryParameterName": name, "QueryParameterValue": value, "Reason": reason},
     )
 
@@ -118,10 +142,7 @@ def from_domain(error: LeaseqError) -> AzureError:
             f"The queue is the dead letter queue of {error.used_by}: change that queue first.",
         )
     if isinstance(error, PermissionDenied):
-        return AzureError(
-            PERMISSION_MISMATCH,
-            f"This request is not authorized to perform this operation using this permission: {error}",
-        )
+        return AzureError(PERMISSION_MISMATCH, PERMISSION_SENTENCE, {"Reason": str(error)})
     if isinstance(error, OverLimit):
         return AzureError(
             SERVER_BUSY,
@@ -131,10 +152,7 @@ def from_domain(error: LeaseqError) -> AzureError:
     if isinstance(error, Unavailable):
         return AzureError(SERVER_BUSY, str(error), retry_after=error.retry_after)
     if isinstance(error, OutOfRange):
-        return AzureError(
-            INVALID_INPUT,
-            f"{error.field} {error.value} is out of range ({error.minimum} .. {error.maximum}).",
+        return invalid_input(
+            f"{error.field} {error.value} is out of range ({error.minimum} .. {error.maximum})"
         )
-    if isinstance(error, InvalidArgument):
-        return AzureError(INVALID_INPUT, f"One of the request inputs is not valid: {error}")
-    return AzureError(INVALID_INPUT, f"One of the request inputs is not valid: {error}")
+    return invalid_input(str(error))

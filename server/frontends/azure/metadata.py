@@ -13,6 +13,7 @@ from .errors import INVALID_METADATA, METADATA_TOO_LARGE, AzureError
 
 PREFIX = "x-ms-meta-"
 MAX_BYTES = 8 * 1024  # names plus values (Azure's limit)
+_INVALID = "The metadata specified is invalid. It has characters that are not permitted."
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")  # a C# identifier, as Azure requires
 
 
@@ -28,17 +29,20 @@ def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
         if not _NAME.fullmatch(name):
             raise AzureError(
                 INVALID_METADATA,
-                "The metadata specified is invalid. It has characters that are not permitted "
-                "(names are C# identifiers).",
+                _INVALID,
+                {"Reason": f"The name {name[:100]!r} is not a C# identifier."},
             )
         if any(known.lower() == name.lower() for known in metadata):
-            raise AzureError(INVALID_METADATA, f"The metadata name {name} is given twice.")
+            raise AzureError(
+                INVALID_METADATA, _INVALID, {"Reason": f"The name {name} is given twice."}
+            )
         size += len(name.encode()) + len(value.encode())
         metadata[name] = value
     if size > MAX_BYTES:
         raise AzureError(
             METADATA_TOO_LARGE,
-            f"The size of the specified metadata exceeds the maximum size permitted ({MAX_BYTES} bytes).",
+            "The size of the specified metadata exceeds the maximum size permitted.",
+            {"MaxLimit": str(MAX_BYTES)},
         )
     return metadata
 

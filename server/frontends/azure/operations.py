@@ -20,23 +20,31 @@ from . import metadata as meta
 from . import parameters as params
 from . import pop_receipts, xml_bodies
 from .errors import (
-    INVALID_RESOURCE_NAME,
     QUEUE_ALREADY_EXISTS,
     REQUEST_BODY_TOO_LARGE,
     AzureError,
+    invalid_name,
     invalid_query,
     missing_query,
+    name_length,
 )
 from .routing import Route
 from .times import rfc1123
 
 # Azure's queue names (Create Queue): 3-63 of a-z 0-9 -, alphanumeric at both ends, no "--".
-_AZURE_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*")
-_LEASEQ_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_AZURE_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+_AZURE_LENGTH = (3, 63)
+_LEASEQ_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_LEASEQ_LENGTH = (1, limits.MAX_NAME)
+AZURE_MAX_MESSAGE_BYTES = 64 * 1024  # Azure's limit of a message's text (UTF-8 bytes)
 
-AZURE_QUEUE = QueueConfig(message_retention=limits.CONFIG_DURATIONS["message_retention"][1])
-"""A queue created through Azure: leaseq's defaults, except the longest retention leaseq allows
-(14 days), which a messagettl of -1 ("never") gets; other messages default to Azure's 7 days."""
+AZURE_QUEUE = QueueConfig(
+    message_retention=limits.CONFIG_DURATIONS["message_retention"][1],
+    max_message_bytes=AZURE_MAX_MESSAGE_BYTES,
+)
+"""A queue created through Azure: leaseq's defaults, except Azure's 64 KiB message size and the
+longest retention leaseq allows (14 days: the largest messagettl other than -1); a message
+without messagettl lives Azure's 7 days."""
 
 
 @dataclass
@@ -66,11 +74,16 @@ def _queue_name(request: Request) -> str:
     """The URL's queue: any name leaseq allows (queues made through gRPC or SQS may use capitals
     and underscores), Azure's stricter rule only for Create Queue."""
     name = request.route.queue
-    if not _LEASEQ_NAME.fullmatch(name):
-        raise AzureError(
-            INVALID_RESOURCE_NAME, "The specifed resource name contains invalid characters."
-        )
+    _check_name(name, _LEASEQ_NAME, _LEASEQ_LENGTH)
     return name
+
+
+def _check_name(name: str, pattern: re.Pattern[str], length: tuple[int, int]) -> None:
+    """Azure's order: the length first (OutOfRangeInput), then the characters."""
+    if not length[0] <= len(name) <= length[1]:
+        raise name_length()
+    if not pattern.fullmatch(name):
+        raise invalid_name()
 
 
 def _message_text(body: bytes, config: QueueConfig) -> bytes:
@@ -78,8 +91,7 @@ def _message_text(body: bytes, config: QueueConfig) -> bytes:
     if len(data) > config.max_message_bytes:
         raise AzureError(
             REQUEST_BODY_TOO_LARGE,
-            "The request body is too large and exceeds the maximum permissible limit "
-            "(the queue's max_message_bytes).",
+            "The request body is too large and exceeds the maximum permissible limit.",
             {"MaxLimit": str(config.max_message_bytes)},
         )
     return data
@@ -90,12 +102,7 @@ def _message_text(body: bytes, config: QueueConfig) -> bytes:
 
 async def create_queue(request: Request) -> Answer:
     name = request.route.queue
-    if not _AZURE_NAME.fullmatch(name):
-        raise AzureError(
-            INVALID_RESOURCE_NAME,
-            "The specifed resource name contains invalid characters (3-63 lower-case letters, "
-            "digits and single dashes, a letter or digit at both ends).",
-        )
+    _check_name(name, _AZURE_NAME, _AZURE_LENGTH)
     metadata = meta.from_headers(request.headers)
     core = request.core
     try:
@@ -156,7 +163,7 @@ async def list_queues(request: Request) -> Answer:
             raise invalid_query(
                 "marker", marker[:100], "Not a marker this server issued for this prefix."
             ) from None
-    if prefix and not _LEASEQ_NAME.fullmatch(prefix):
+    if prefix and (len(prefix) > limits.MAX_NAME or not _LEASEQ_NAME.fullmatch(prefix)):
         queues, more = [], False  # no queue name starts so
     else:
         page = await request.core.list_queues(
@@ -185,12 +192,14 @@ async def put_message(request: Request) -> Answer:
     name = _queue_name(request)
     info = await request.core.get_queue(request.principal, name)
     config = info.config
+    # Azure's order: visibilitytimeout's range, then messagettl, then the two together.
+    delay = params.integer(request.query, "visibilitytimeout", 0, params.AZURE_MAX_VISIBILITY)
     ttl = params.message_ttl(request.query, config.message_retention)
     lifetime = ttl if ttl is not None else config.message_retention
-    # Azure: 0 .. 7 days and before the message expires; leaseq: at most its retention.
-    delay = params.integer(
-        request.query, "visibilitytimeout", 0, int(min(params.AZURE_MAX_VISIBILITY, lifetime))
-    )
+    if delay is not None and "messagettl" in request.query and delay >= lifetime:
+        raise invalid_query(
+            "visibilitytimeout", str(delay), "messagettl must be greater than visibilitytimeout."
+        )
     body = _message_text(request.body, config)
     now = request.core.now()
     (outcome,) = await request.core.send(
@@ -255,10 +264,11 @@ async def delete_message(request: Request) -> Answer:
 
 async def update_message(request: Request) -> Answer:
     name = _queue_name(request)
-    receipt = request.receipts.decode(request.query.get("popreceipt"), request.route.message_id)
+    # Azure checks the query's values before the pop receipt names a message.
     if "visibilitytimeout" not in request.query:
         raise missing_query("visibilitytimeout")
     visibility = params.integer(request.query, "visibilitytimeout", 0, params.MAX_VISIBILITY)
+    receipt = request.receipts.decode(request.query.get("popreceipt"), request.route.message_id)
     body = None
     if request.body:
         info = await request.core.get_queue(request.principal, name)
@@ -268,7 +278,7 @@ async def update_message(request: Request) -> Answer:
             request.principal, name, receipt, body=body, visibility_timeout=float(visibility or 0)
         )
     except LeaseRejected as rejected:
-        error = pop_receipts.rejected(rejected.status)
+        error = pop_receipts.rejected(rejected.status, updating=True)
         if error is None:  # pragma: no cover - the store raises only for a refused receipt
             raise
         raise error from None

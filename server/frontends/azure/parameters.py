@@ -46,6 +46,12 @@ def message_ttl(query: Mapping[str, str], retention: float) -> float | None:
     text = query.get("messagettl")
     if text == str(NEVER):
         return None
+    if text is not None and _INTEGER.fullmatch(text) and int(text) < limits.MIN_TTL:
+        raise invalid_query(
+            "messagettl",
+            text,
+            "Value must be greater than or equal to 1, or -1 to indicate an infinite TTL.",
+        )
     value = integer(query, "messagettl", int(limits.MIN_TTL), high)
     if value is None:
         return float(min(DEFAULT_TTL, high))

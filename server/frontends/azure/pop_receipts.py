@@ -35,7 +35,8 @@ MAX_CHARS = 512  # far above any receipt leaseq issues; longer text is not one o
 def _mismatch(why: str) -> AzureError:
     return AzureError(
         POP_RECEIPT_MISMATCH,
-        f"The specified pop receipt did not match the pop receipt for a dequeued message ({why}).",
+        "The specified pop receipt did not match the pop receipt for a dequeued message.",
+        {"Reason": why},
     )
 
 
@@ -81,12 +82,13 @@ class PopReceipts:
         return receipt
 
 
-def rejected(status: LeaseStatus) -> AzureError | None:
-    """The error for a delete or update whose receipt the store did not accept (None: done).
+def rejected(status: LeaseStatus, updating: bool = False) -> AzureError | None:
+    """The error for a delete or update whose receipt the store did not accept (None: done;
+    a message already deleted by this pop receipt is done for a delete, gone for an update).
     A receipt that no longer works (the message was delivered again, deleted, expired, purged,
     dead-lettered, or for Update Message its lease ended) is MessageNotFound (404), as Azure
     answers a pop receipt that is no longer valid."""
-    if status in (LeaseStatus.OK, LeaseStatus.ALREADY_DELETED):
+    if status is LeaseStatus.OK or (status is LeaseStatus.ALREADY_DELETED and not updating):
         return None
     if status == LeaseStatus.INVALID_RECEIPT:
         return _mismatch("this queue did not issue it")
@@ -94,5 +96,8 @@ def rejected(status: LeaseStatus) -> AzureError | None:
         LeaseStatus.RECEIPT_SUPERSEDED: "the message was delivered again since this pop receipt",
         LeaseStatus.LEASE_EXPIRED: "the message's visibility timeout ended",
         LeaseStatus.MESSAGE_NOT_FOUND: "the message is gone (deleted, expired, cleared or dead-lettered)",
+        LeaseStatus.ALREADY_DELETED: "the message was deleted with this pop receipt",
     }.get(status, status.name)
-    return AzureError(MESSAGE_NOT_FOUND, f"The specified message does not exist: {reason}.")
+    return AzureError(
+        MESSAGE_NOT_FOUND, "The specified message does not exist.", {"Reason": reason}
+    )

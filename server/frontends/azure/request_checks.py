@@ -32,9 +32,8 @@ def check_headers(headers: Mapping[str, str]) -> None:
         except InvalidArgument:
             raise AzureError(
                 INVALID_HEADER,
-                "The value for one of the HTTP headers is not in the correct format "
-                "(it is not UTF-8 text).",
-                {"HeaderName": name[:100]},
+                "The value for one of the HTTP headers is not in the correct format.",
+                {"HeaderName": name[:100], "Reason": "The value is not UTF-8 text."},
             ) from None
 
 

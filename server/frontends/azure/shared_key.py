@@ -60,7 +60,7 @@ _LITE_HEADERS = ("content-md5", "content-type", "date")
 Keys = Mapping[str, Sequence[tuple[bytes, Principal | None]]]
 
 
-def _failed(detail: str) -> AzureError:
+def failed(detail: str) -> AzureError:
     return AzureError(
         AUTHENTICATION_FAILED,
         "Server failed to authenticate the request. Make sure the value of Authorization header "
@@ -128,21 +128,21 @@ def verify(
     AuthenticationFailed (403) otherwise."""
     authorization = headers.get("Authorization")
     if not authorization:
-        raise _failed("The request carries no Authorization header (SharedKey or SharedKeyLite).")
+        raise failed("The request carries no Authorization header (SharedKey or SharedKeyLite).")
     scheme, _, credential = authorization.strip().partition(" ")
     account, _, signature = credential.strip().rpartition(":")
     if scheme not in ("SharedKey", "SharedKeyLite") or not account or not signature:
-        raise _failed("The Authorization header is not 'SharedKey <account>:<signature>'.")
+        raise failed("The Authorization header is not 'SharedKey <account>:<signature>'.")
     date_text = headers.get("x-ms-date") or headers.get("Date")
     if not date_text:
-        raise _failed("Request date header not specified (x-ms-date or Date).")
+        raise failed("Request date header not specified (x-ms-date or Date).")
     date = parse_rfc1123(date_text)
     if date is None:
-        raise _failed(
+        raise failed(
             "The request date is not an RFC 1123 date (e.g. 'Tue, 24 Nov 2026 23:50:00 GMT')."
         )
     if abs(date - now) > MAX_SKEW:
-        raise _failed(
+        raise failed(
             f"Request date header too old or too new: it must be within {int(MAX_SKEW // 60)} "
             "minutes of the server's time."
         )
@@ -157,7 +157,7 @@ def verify(
                 found = (account, principal)
         if found is not None:
             return found
-    raise _failed(
+    raise failed(
         "The MAC signature found in the HTTP request is not the same as any computed signature "
         "(or the account is unknown)."
     )

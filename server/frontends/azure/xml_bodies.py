@@ -44,30 +44,27 @@ def document(body: str) -> bytes:
 # --- requests -----------------------------------------------------------------------------------
 
 
+def invalid_xml(reason: str) -> AzureError:
+    return AzureError(INVALID_XML, "XML specified is not syntactically valid.", {"Reason": reason})
+
+
 def parse_message_text(body: bytes) -> str:
     """MessageText of `<QueueMessage><MessageText>...</MessageText></QueueMessage>`."""
     try:
         root = defusedxml.ElementTree.fromstring(body, forbid_dtd=True)
     except defusedxml.DefusedXmlException:
-        raise AzureError(INVALID_XML, "XML document type declarations are not accepted.") from None
+        raise invalid_xml("XML document type declarations are not accepted") from None
     except ET.ParseError as error:
-        raise AzureError(
-            INVALID_XML,
-            f"XML specified is not syntactically valid ({error}).",
-        ) from None
+        raise invalid_xml(str(error)) from None
     except (LookupError, ValueError) as error:  # an encoding expat cannot read
-        raise AzureError(
-            INVALID_XML,
-            f"XML specified is not syntactically valid (its encoding: {str(error)[:100]}).",
-        ) from None
+        raise invalid_xml(f"its encoding: {str(error)[:100]}") from None
     children = list(root)
     if root.tag != "QueueMessage" or [c.tag for c in children] != ["MessageText"]:
-        raise AzureError(
-            INVALID_XML,
-            "The XML must be <QueueMessage><MessageText>...</MessageText></QueueMessage>.",
+        raise invalid_xml(
+            "The XML must be <QueueMessage><MessageText>...</MessageText></QueueMessage>"
         )
     if len(children[0]):
-        raise AzureError(INVALID_XML, "MessageText holds text, not elements.")
+        raise invalid_xml("MessageText holds text, not elements")
     return children[0].text or ""
 
 
