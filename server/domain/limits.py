@@ -26,6 +26,10 @@ MAX_REASON = 1024  # a release reason is kept as last_error on every later deliv
 MAX_VISIBILITY = 7 * 86400.0
 MAX_WAIT = 30.0
 MIN_TTL = 1.0
+NEVER_EXPIRES = 100 * 365.25 * 86400.0
+"""A send's ttl meaning "never expires" (Azure's messagettl=-1), the one ttl above the queue's
+retention: expires_at is 100 years after the send, within every store's and every wire format's
+range (a protobuf Timestamp ends in 9999), and no sweep ever reaches it (`never_expires`)."""
 MAX_INT64 = 2**63 - 1
 
 LARGEST_MESSAGE_BYTES = 8 * 1024 * 1024

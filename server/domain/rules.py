@@ -271,9 +271,15 @@ def check_message(
         dedup_id(message.dedup_id, f"{where}.dedup_id")
     if message.delay is not None:
         seconds_range(message.delay, f"{where}.delay", 0.0, config.message_retention)
-    if message.ttl is not None:
+    if message.ttl is not None and message.ttl != limits.NEVER_EXPIRES:
         seconds_range(message.ttl, f"{where}.ttl", limits.MIN_TTL, config.message_retention)
     return message
+
+
+def never_expires(enqueued_at: float, expires_at: float) -> bool:
+    """Whether a message was sent with ttl NEVER_EXPIRES: it lives longer than any retention
+    (a dead-lettered message's expires_at is its new queue's retention, so it expires there)."""
+    return expires_at - enqueued_at > 2 * limits.CONFIG_DURATIONS["message_retention"][1]
 
 
 def dedup_id(value: str, field: str) -> str:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from leaseq.server.domain.types import LeaseStatus, NewMessage
+import pytest
+
+from leaseq.server.domain import limits, rules
+from leaseq.server.domain.types import LeaseStatus, NewMessage, QueueConfig
+from leaseq.server.errors import OutOfRange
 from leaseq.server.store.base import Store
 
 from .conftest import Q, bodies, make_queue, peek_all, receive, receive_one, send
@@ -55,3 +59,26 @@ async def test_expired_totals_count_each_message_once(store: Store, clock) -> No
     assert (await store.stats(Q)).expired_total == 5
     clock.advance(30)
     assert (await store.stats(Q)).expired_total == 6
+
+
+async def test_a_message_that_never_expires_outlives_the_retention(store: Store, clock) -> None:
+    """ttl NEVER_EXPIRES (Azure's messagettl=-1): the one ttl above the retention; the message
+    stays past every retention, and the domain tells it apart from any other ttl."""
+    await make_queue(store, Q, message_retention=60.0)
+    await send(store, Q, "forever", ttl=limits.NEVER_EXPIRES)
+    await send(store, Q, "minute")
+    clock.advance(14 * 86400.0 + 60)
+    (peeked,) = await peek_all(store, Q)
+    assert peeked.body == b"forever"
+    assert rules.never_expires(peeked.enqueued_at, peeked.expires_at)
+    assert (await store.stats(Q)).expired_total == 1
+    assert bodies(await receive(store, Q, 10)) == [b"forever"]
+
+
+def test_only_never_expires_may_exceed_the_retention() -> None:
+    config = QueueConfig(message_retention=60.0)
+    never = NewMessage(b"x", ttl=limits.NEVER_EXPIRES)
+    assert rules.check_message(never, 0, config) is never
+    with pytest.raises(OutOfRange):
+        rules.check_message(NewMessage(b"x", ttl=61.0), 0, config)
+    assert not rules.never_expires(0.0, 14 * 86400.0)
