@@ -106,3 +106,24 @@ def test_queues_made_over_grpc_keep_their_own_limit(azure_server, grpc_client):
     )
     client.send_message("x" * 200 * 1024)
     refused(lambda: client.send_message("x" * (256 * 1024 + 1)), 413, "RequestBodyTooLarge")
+
+
+def test_a_ttl_of_minus_one_never_expires(azure_server, queue, grpc_client):
+    sent = queue.send_message("forever", time_to_live=-1)
+    assert (sent.expires_on.year, sent.expires_on.month, sent.expires_on.day) == (9999, 12, 31)
+    (peeked,) = queue.peek_messages()
+    assert peeked.expires_on == sent.expires_on
+    got = queue.receive_message(visibility_timeout=1)
+    assert (got.id, got.expires_on) == (sent.id, sent.expires_on)
+    # Past any retention: gRPC shows an expiry 100 years on (the domain's "never").
+    (leased,) = grpc_client.peek(queue.queue_name, include_leased=True)
+    assert leased.expires_at.year >= got.inserted_on.year + 99
+    # On a queue made over gRPC with a short retention, too; other ttls stay within it.
+    name = unique()
+    grpc_client.create_queue(name, message_retention=60)
+    short = QueueClient.from_connection_string(connection_string(azure_server), name, retry_total=0)
+    assert short.send_message("x", time_to_live=-1).expires_on.year == 9999
+    error = refused(
+        lambda: short.send_message("x", time_to_live=61), 400, "OutOfRangeQueryParameterValue"
+    )
+    assert {k.lower(): v for k, v in error.additional_info.items()}["maximumallowed"] == "60"

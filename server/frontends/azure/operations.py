@@ -195,8 +195,7 @@ async def put_message(request: Request) -> Answer:
     # Azure's order: visibilitytimeout's range, then messagettl, then the two together.
     delay = params.integer(request.query, "visibilitytimeout", 0, params.AZURE_MAX_VISIBILITY)
     ttl = params.message_ttl(request.query, config.message_retention)
-    lifetime = ttl if ttl is not None else config.message_retention
-    if delay is not None and "messagettl" in request.query and delay >= lifetime:
+    if delay is not None and "messagettl" in request.query and delay >= ttl:
         raise invalid_query(
             "visibilitytimeout", str(delay), "messagettl must be greater than visibilitytimeout."
         )
@@ -213,7 +212,7 @@ async def put_message(request: Request) -> Answer:
     answer = xml_bodies.sent_message(
         outcome.message_id,
         now,
-        now + lifetime,
+        now + ttl,
         request.receipts.for_sent(outcome.message_id),
         visible,
     )

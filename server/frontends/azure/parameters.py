@@ -20,7 +20,7 @@ MAX_MESSAGES = 32  # numofmessages of Get and Peek Messages
 MAX_LIST_RESULTS = 5000
 DEFAULT_VISIBILITY = 30  # Get Messages without visibilitytimeout (Azure's default)
 DEFAULT_TTL = 7 * 86400  # Put Message without messagettl (Azure's default)
-NEVER = -1  # messagettl: the message never expires (leaseq: the queue's retention)
+NEVER = -1  # messagettl: the message never expires (leaseq's ttl NEVER_EXPIRES)
 
 
 def integer(
@@ -39,13 +39,13 @@ def integer(
     return value
 
 
-def message_ttl(query: Mapping[str, str], retention: float) -> float | None:
+def message_ttl(query: Mapping[str, str], retention: float) -> float:
     """messagettl in seconds: absent means Azure's 7 days (at most the queue's retention), -1
-    ("never") and None mean the queue's retention, which is then also the maximum."""
+    never expires (limits.NEVER_EXPIRES); otherwise 1 .. the queue's retention."""
     high = int(retention)
     text = query.get("messagettl")
     if text == str(NEVER):
-        return None
+        return limits.NEVER_EXPIRES
     if text is not None and _INTEGER.fullmatch(text) and int(text) < limits.MIN_TTL:
         raise invalid_query(
             "messagettl",

@@ -18,6 +18,7 @@ from xml.sax.saxutils import escape, quoteattr
 import defusedxml
 import defusedxml.ElementTree
 
+from ...domain import rules
 from ...domain.types import DeliveredMessage, PeekedMessage
 from .errors import INVALID_XML, AzureError
 from .times import rfc1123
@@ -71,6 +72,13 @@ def parse_message_text(body: bytes) -> str:
 # --- answers ------------------------------------------------------------------------------------
 
 
+NEVER = "Fri, 31 Dec 9999 23:59:59 GMT"  # Azure's ExpirationTime of a message that never expires
+
+
+def expiration(enqueued_at: float, expires_at: float) -> str:
+    return NEVER if rules.never_expires(enqueued_at, expires_at) else rfc1123(expires_at)
+
+
 def sent_message(
     message_id: str, inserted: float, expires: float, pop_receipt: str, visible: float
 ) -> bytes:
@@ -78,7 +86,7 @@ def sent_message(
         "<QueueMessagesList><QueueMessage>"
         + element("MessageId", message_id)
         + element("InsertionTime", rfc1123(inserted))
-        + element("ExpirationTime", rfc1123(expires))
+        + element("ExpirationTime", expiration(inserted, expires))
         + element("PopReceipt", pop_receipt)
         + element("TimeNextVisible", rfc1123(visible))
         + "</QueueMessage></QueueMessagesList>"
@@ -91,7 +99,7 @@ def _message(message: DeliveredMessage | PeekedMessage, pop_receipt: str | None)
         "<QueueMessage>",
         element("MessageId", message.message_id),
         element("InsertionTime", rfc1123(message.enqueued_at)),
-        element("ExpirationTime", rfc1123(message.expires_at)),
+        element("ExpirationTime", expiration(message.enqueued_at, message.expires_at)),
     ]
     if pop_receipt is not None:
         parts += [
