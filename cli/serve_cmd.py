@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -99,6 +100,12 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     type=ListenType(9324),
     help="Also serve the Amazon SQS API (AWS JSON and query protocols) over HTTP here, on the "
     "same store: boto3/aws-cli with --endpoint-url. Off by default.",
+)
+@_option(
+    "--sqs-account-id",
+    metavar="ID",
+    help="The 12-digit AWS account id in the SQS endpoint's queue URLs and ARNs and its "
+    "sts:GetCallerIdentity answer (default 000000000000).",
 )
 @_option(
     "--azure-listen",
@@ -279,6 +286,7 @@ def serve(
     max_connection_age_grace: float | None,
     log_format: str,
     sqs_listen: str | None,
+    sqs_account_id: str | None,
     azure_listen: str | None,
     oci_listen: str | None,
     console_listen: str | None,
@@ -304,6 +312,8 @@ def serve(
             f"{listen} is not a loopback address and authentication is off: "
             "pass --allow-unauthenticated to serve it anyway"
         )
+    if sqs_account_id and not re.fullmatch(r"\d{12}", sqs_account_id):
+        raise click.BadParameter("an AWS account id is 12 digits", param_hint="--sqs-account-id")
     if sqs_listen:
         _check_sqs_listen(sqs_listen, security, allow_unauthenticated)
     if (
@@ -398,6 +408,7 @@ def serve(
         max_connection_age=max_connection_age,
         max_connection_age_grace=max_connection_age_grace,
         sqs_listen=sqs_listen,
+        sqs_account_id=sqs_account_id,
         azure_listen=azure_listen,
         oci_listen=oci_listen,
         console_listen=console_listen,

@@ -289,6 +289,7 @@ async def serve(
     max_connection_age: float | None = None,
     max_connection_age_grace: float | None = None,
     sqs_listen: str | None = None,
+    sqs_account_id: str | None = None,
     azure_listen: str | None = None,
     oci_listen: str | None = None,
     console_listen: str | None = None,
@@ -370,7 +371,7 @@ async def serve(
         if sqs_listen:
             # Before gRPC starts: once health says SERVING, the SQS endpoint answers too.
             sqs = await _start_http_frontend(
-                "SQS", store, built, security, sqs_listen, reuse_port, http
+                "SQS", store, built, security, sqs_listen, reuse_port, http, sqs_account_id
             )
             cleanup.push_async_callback(sqs.stop)
         if azure_listen:
@@ -449,6 +450,7 @@ async def _start_http_frontend(
     listen: str,
     reuse_port: bool,
     http: HttpShared | None,
+    sqs_account_id: str | None = None,
 ) -> DialectFrontend:
     """An HTTP front end ("SQS" or "Azure") over the gRPC service's long polls (one set of
     waiters and wake-ups for every dialect)."""
@@ -466,6 +468,8 @@ async def _start_http_frontend(
         metrics=built.metrics,
         http=http,
     )
+    if sqs_account_id:
+        frontend.set_account(sqs_account_id)
     await frontend.start(listen, reuse_port=reuse_port)
     log.info("%s endpoint on port %d", dialect, frontend.port)
     return frontend

@@ -5,6 +5,7 @@ Each test makes its own queues (unique names), so the tests of a module share on
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +69,15 @@ def unique(prefix: str = "q") -> str:
 @pytest.fixture
 def queue_url(sqs) -> str:
     return sqs.create_queue(QueueName=unique())["QueueUrl"]
+
+
+def wait_for_move_task(sqs, source_arn: str, timeout: float = 30.0) -> list[dict]:
+    """ListMessageMoveTasks' results once the latest task has ended (move tasks run in the
+    server, asynchronously: the test can only ask, as an SQS user does)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tasks = sqs.list_message_move_tasks(SourceArn=source_arn, MaxResults=10)["Results"]
+        if tasks and tasks[0]["Status"] not in ("RUNNING", "CANCELLING"):
+            return tasks
+        assert time.monotonic() < deadline, f"the move task still runs: {tasks}"
+        time.sleep(0.05)

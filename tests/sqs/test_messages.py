@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from leaseq.client.errors import InvalidArgument
 
-from .conftest import unique
+from .conftest import unique, wait_for_move_task
 
 
 def expected_attributes_md5(attributes: dict) -> str:
@@ -213,10 +213,19 @@ def test_receipt_errors(sqs, queue_url):
     assert error_code(excinfo) == "AWS.SimpleQueueService.MessageNotInflight"
     second = sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=60)["Messages"][0]
     assert second["MessageId"] == first["MessageId"]
-    # The older delivery's receipt does not delete the message another consumer now holds.
-    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid) as excinfo:
-        sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=first["ReceiptHandle"])
-    assert "superseded" in excinfo.value.response["Error"]["Message"]
+    # The older delivery's receipt answers success, as SQS documents, but does not delete the
+    # message another consumer now holds (leaseq's fencing).
+    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=first["ReceiptHandle"])
+    batch = sqs.delete_message_batch(
+        QueueUrl=queue_url, Entries=[{"Id": "old", "ReceiptHandle": first["ReceiptHandle"]}]
+    )
+    assert [e["Id"] for e in batch["Successful"]] == ["old"] and not batch.get("Failed")
+    assert (
+        sqs.get_queue_attributes(
+            QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+        )["Attributes"]["ApproximateNumberOfMessagesNotVisible"]
+        == "1"
+    )
     with pytest.raises(ClientError) as excinfo:
         sqs.change_message_visibility(
             QueueUrl=queue_url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=30
@@ -359,7 +368,7 @@ def test_dead_letter_queue_after_max_receive_count(sqs, queue_url):
     # Redrive back to the source queue.
     task = sqs.start_message_move_task(SourceArn=dlq_arn)
     assert task["TaskHandle"]
-    tasks = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+    tasks = wait_for_move_task(sqs, dlq_arn)
     assert tasks[0]["Status"] == "COMPLETED" and tasks[0]["ApproximateNumberOfMessagesMoved"] == 1
     back = sqs.receive_message(QueueUrl=queue_url)["Messages"]
     assert [m["Body"] for m in back] == ["poison"]

@@ -237,9 +237,3 @@ def test_start_message_move_task_errors(sqs, queue_url):
         )
     with pytest.raises(sqs.exceptions.ResourceNotFoundException):
         sqs.cancel_message_move_task(TaskHandle="whatever")
-
-
-def test_actions_leaseq_does_not_have_are_unsupported(sqs, queue_url):
-    with pytest.raises(sqs.exceptions.UnsupportedOperation) as excinfo:
-        sqs.tag_queue(QueueUrl=queue_url, Tags={"a": "b"})
-    assert error_code(excinfo) == "AWS.SimpleQueueService.UnsupportedOperation"

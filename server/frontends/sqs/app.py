@@ -34,7 +34,8 @@ from ...logs import request_id_var
 from ..dialect import DialectFrontend
 from ..http_refusal import BODY_TIMEOUT, BUSY, TOO_LARGE, HttpRefusal
 from ..observe import count_request, log_request
-from . import protocol_json, protocol_query, sigv4
+from . import identity, protocol_json, protocol_query, sigv4
+from . import queue_attributes as qattrs
 from .actions import ACTIONS, Context
 from .errors import (
     ACCESS_DENIED,
@@ -45,10 +46,12 @@ from .errors import (
     METHOD_NOT_ALLOWED,
     REQUEST_TOO_LARGE,
     SERVICE_UNAVAILABLE,
+    SIGNATURE_DOES_NOT_MATCH,
     Kind,
     SqsError,
     from_domain,
 )
+from .move_tasks import MoveTasks
 from .queue_attributes import DEFAULT_REGION, name_from_url
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ READ_ONLY_ACTIONS = frozenset(
         "ListQueueTags",
         "ListDeadLetterSourceQueues",
         "ListMessageMoveTasks",
+        "GetCallerIdentity",
     }
 )
 """The actions a GET may carry without an auth policy. SQS takes any action by GET (its query
@@ -99,7 +103,19 @@ class SqsFrontend(DialectFrontend):
     MAX_REQUEST_BYTES = MAX_REQUEST_BYTES
 
     def _setup(self) -> None:
-        self.move_tasks: dict[str, dict[str, Any]] = {}
+        self.move_tasks = MoveTasks()
+        self.account = qattrs.DEFAULT_ACCOUNT
+
+    def set_account(self, account: str | None) -> None:
+        """The account id of queue URLs, ARNs and GetCallerIdentity (12 digits)."""
+        if account:
+            if not qattrs.ACCOUNT_ID.fullmatch(account):
+                raise ValueError(f"an AWS account id is 12 digits, not {account!r}")
+            self.account = account
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self.move_tasks.stop()
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -145,6 +161,7 @@ class SqsFrontend(DialectFrontend):
                         f"The action {action} changes state: send it by POST (a GET may carry "
                         "only actions that change nothing).",
                     )
+            self._check_service(request, action)
             queue = self._queue_of(params)
             context = Context(
                 self.core,
@@ -152,6 +169,7 @@ class SqsFrontend(DialectFrontend):
                 base_url,
                 sigv4.region_of(request.headers.get("Authorization")) or DEFAULT_REGION,
                 self.move_tasks,
+                self.account,
                 xml_answer=not is_json,
             )
             result = await ACTIONS[action](context, params)
@@ -186,6 +204,17 @@ class SqsFrontend(DialectFrontend):
         if action not in ACTIONS:
             shown = action[:100] if action else "(none)"
             raise SqsError(INVALID_ACTION, f"The action {shown} is not valid for this endpoint.")
+
+    @staticmethod
+    def _check_service(request: web.Request, action: str) -> None:
+        """A request signed for STS may only ask GetCallerIdentity."""
+        if action != identity.ACTION and (
+            sigv4.service_of(request.headers.get("Authorization")) != sigv4.SERVICE
+        ):
+            raise SqsError(
+                SIGNATURE_DOES_NOT_MATCH,
+                f"Credential should be scoped to correct service: '{sigv4.SERVICE}'.",
+            )
 
     @staticmethod
     def _queue_of(params: dict[str, Any]) -> str:

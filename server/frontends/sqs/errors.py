@@ -67,6 +67,9 @@ EMPTY_BATCH = _kind("EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchReque
 INVALID_BATCH_ENTRY_ID = _kind("InvalidBatchEntryId", "AWS.SimpleQueueService.InvalidBatchEntryId")
 BATCH_REQUEST_TOO_LONG = _kind("BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong")
 UNSUPPORTED_OPERATION = _kind("UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation")
+PURGE_QUEUE_IN_PROGRESS = _kind(
+    "PurgeQueueInProgress", "AWS.SimpleQueueService.PurgeQueueInProgress", status=403
+)
 INVALID_ADDRESS = _kind("InvalidAddress", status=404)
 RESOURCE_NOT_FOUND = _kind("ResourceNotFoundException", status=404)
 INVALID_ACTION = _kind("InvalidAction")

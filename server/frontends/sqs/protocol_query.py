@@ -10,7 +10,8 @@ Form parameters are converted to the JSON protocol's shape, so the actions see o
                                                      -> MessageAttributes {n: {DataType, StringValue}}
     SendMessageBatchRequestEntry.1.Id=... (and the Delete/ChangeMessageVisibility ones)
                                                      -> Entries [{Id, ...}]
-    Tag.N.Key/Value                                  -> tags
+    Tag.N.Key/Value                                  -> tags (CreateQueue, TagQueue)
+    TagKey.N, AWSAccountId.N, ActionName.N           -> TagKeys, AWSAccountIds, Actions
 
 The queue may also be named by the request path (`POST /<account>/<queue>`), as the query API
 allows. Answers: `<ActionResponse><ActionResult>...</ActionResult><ResponseMetadata>`, lists
@@ -40,7 +41,11 @@ _LISTS = {
     "SendMessageBatchRequestEntry": "Entries",
     "DeleteMessageBatchRequestEntry": "Entries",
     "ChangeMessageVisibilityBatchRequestEntry": "Entries",
+    "TagKey": "TagKeys",
+    "AWSAccountId": "AWSAccountIds",
+    "ActionName": "Actions",
 }
+_NAMESPACES = {"GetCallerIdentity": "https://sts.amazonaws.com/doc/2011-06-15/"}
 _ENTRY_NAMES = {
     "Successful": {
         "SendMessageBatch": "SendMessageBatchResultEntry",
@@ -133,7 +138,7 @@ def _shape(params: dict[str, Any]) -> dict[str, Any]:
         elif key == "MessageSystemAttribute":
             shaped["MessageSystemAttributes"] = _name_value_map(value)
         elif key == "Tag":
-            shaped["tags"] = {  # ignored by CreateQueue (leaseq has no tags), but well shaped
+            shaped["tags"] = {
                 t["Key"]: t.get("Value", "")
                 for t in _as_list(value)
                 if isinstance(t, dict) and isinstance(t.get("Key"), str)
@@ -192,6 +197,11 @@ def _members(result: dict[str, Any], action: str) -> str:
                 f"<MessageAttribute><Name>{_text(k)}</Name>{_element('Value', v, action)}</MessageAttribute>"
                 for k, v in value.items()
             ]
+        elif key == "Tags":
+            out += [
+                f"<Tag><Key>{_text(k)}</Key><Value>{_text(v)}</Value></Tag>"
+                for k, v in value.items()
+            ]
         elif key in _ENTRY_NAMES:
             element = _ENTRY_NAMES[key].get(action, key)
             out += [_element(element, item, action) for item in value]
@@ -204,8 +214,9 @@ def _members(result: dict[str, Any], action: str) -> str:
 
 def render(action: str, result: dict[str, Any], request_id: str) -> tuple[bytes, dict[str, str]]:
     inner = f"<{action}Result>{_members(result, action)}</{action}Result>" if result else ""
+    namespace = _NAMESPACES.get(action, NAMESPACE)
     xml = (
-        f'<?xml version="1.0"?><{action}Response xmlns="{NAMESPACE}">{inner}'
+        f'<?xml version="1.0"?><{action}Response xmlns="{namespace}">{inner}'
         f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
         f"</{action}Response>"
     )

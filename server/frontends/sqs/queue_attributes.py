@@ -1,4 +1,5 @@
-"""SQS queue attributes <-> leaseq's QueueConfig, queue URLs and ARNs.
+"""SQS queue attributes <-> leaseq's QueueConfig and the dialect's stored attributes, queue URLs
+and ARNs.
 
     VisibilityTimeout               visibility_timeout      0 .. 43200 s
     MessageRetentionPeriod          message_retention       60 .. 1209600 s
@@ -7,22 +8,27 @@
     MaximumMessageSize              max_message_bytes       1024 .. 1048576 (SQS's range)
     RedrivePolicy                   dead_letter_queue + max_delivery_count (maxReceiveCount 1..1000)
     read only: ApproximateNumberOfMessages (visible), ...NotVisible (leased), ...Delayed (delayed)
-               (exact: leaseq's stats), CreatedTimestamp, LastModifiedTimestamp (the creation
-               time: leaseq does not record changes), QueueArn
+               (exact: leaseq's stats), CreatedTimestamp, LastModifiedTimestamp (the last
+               SetQueueAttributes through SQS, else the creation), QueueArn
+
+Stored as they are, in the queue's state namespace "sqs.attributes" (QueueCore.queue_state), and
+returned, not enforced (leaseq has no IAM and no encryption at rest of its own): Policy (a JSON
+policy of at most 8192 bytes and 20 statements; AddPermission / RemovePermission edit its
+statements), KmsMasterKeyId, KmsDataKeyReusePeriodSeconds (60 .. 86400), SqsManagedSseEnabled.
+Stored and enforced: RedriveAllowPolicy (policies.py: which queues may name this one as their
+dead letter queue).
 
 A queue created through SQS takes SQS's defaults, not leaseq's, for what the caller leaves out:
-retention 4 days (leaseq: 7), long-poll wait 0 s (leaseq: 30 s). A queue created over gRPC keeps
-its own values (its wait of 30 s, above SQS's 20, is reported as it is).
-
-FIFO queues are not supported: FifoQueue, ContentBasedDeduplication, DeduplicationScope and
-FifoThroughputLimit are refused as SQS refuses an attribute it does not know
-(InvalidAttributeName), as are Policy, RedriveAllowPolicy and the KMS/SSE ones.
+retention 4 days (leaseq: 7), long-poll wait 0 s (leaseq: 30 s), SqsManagedSseEnabled true. A
+queue created over gRPC keeps its own values (its wait of 30 s, above SQS's 20, is reported as
+it is; a ReceiveMessage without WaitTimeSeconds waits at most 20 s).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,8 +40,11 @@ from .errors import (
     SqsError,
 )
 
-ACCOUNT = "000000000000"
-"""The account id in queue URLs and ARNs (one namespace of queues per server, as emulators do)."""
+DEFAULT_ACCOUNT = "000000000000"
+"""The account id in queue URLs and ARNs when `serve --sqs-account-id` names none (one namespace
+of queues per server, as emulators do)."""
+ACCOUNT_ID = re.compile(r"\d{12}")
+STATE = "sqs.attributes"  # the queue-state namespace of the stored attributes
 DEFAULT_REGION = "us-east-1"
 
 SQS_DEFAULTS = QueueConfig(
@@ -57,6 +66,18 @@ SETTABLE: dict[str, tuple[str, int, int]] = {
 REDRIVE_POLICY = "RedrivePolicy"
 MAX_RECEIVE_COUNT = (1, 1000)
 
+# Kept in the queue's state (STATE), not in its config: (minimum, maximum) for integers, None
+# for text checked by policies.py or taken as it is.
+STORED: dict[str, tuple[int, int] | None] = {
+    "Policy": None,
+    "RedriveAllowPolicy": None,
+    "KmsMasterKeyId": None,
+    "KmsDataKeyReusePeriodSeconds": (60, 86_400),
+    "SqsManagedSseEnabled": None,
+}
+MAX_KMS_KEY_ID = 2048
+LAST_MODIFIED = "LastModifiedTimestamp"
+
 READ_ONLY = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -71,13 +92,8 @@ UNSUPPORTED = (
     "ContentBasedDeduplication",
     "DeduplicationScope",
     "FifoThroughputLimit",
-    "Policy",
-    "RedriveAllowPolicy",
-    "KmsMasterKeyId",
-    "KmsDataKeyReusePeriodSeconds",
-    "SqsManagedSseEnabled",
 )
-ALL_READABLE = (*SETTABLE, REDRIVE_POLICY, *READ_ONLY)
+ALL_READABLE = (*SETTABLE, REDRIVE_POLICY, *STORED, *READ_ONLY)
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
@@ -85,13 +101,13 @@ _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 # --- names, URLs, ARNs ------------------------------------------------------------------------
 
 
-def queue_url(base: str, name: str) -> str:
+def queue_url(base: str, name: str, account: str = DEFAULT_ACCOUNT) -> str:
     """base: scheme://host[:port] as the client addressed the server."""
-    return f"{base}/{ACCOUNT}/{name}"
+    return f"{base}/{account}/{name}"
 
 
-def queue_arn(region: str, name: str) -> str:
-    return f"arn:aws:sqs:{region}:{ACCOUNT}:{name}"
+def queue_arn(region: str, name: str, account: str = DEFAULT_ACCOUNT) -> str:
+    return f"arn:aws:sqs:{region}:{account}:{name}"
 
 
 def no_queue() -> SqsError:
@@ -168,34 +184,66 @@ def _redrive(text: object) -> tuple[str | None, int | None]:
     return target, count
 
 
-def parse(attributes: object) -> dict[str, Any]:
-    """QueueConfig field changes from an Attributes map (CreateQueue, SetQueueAttributes)."""
+@dataclass
+class Parsed:
+    """An Attributes map read: QueueConfig field changes and stored attributes (None: remove)."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    stored: dict[str, str | None] = field(default_factory=dict)
+
+
+def _stored_value(name: str, text: object) -> str | None:
+    bounds = STORED[name]
+    if bounds is not None:
+        if text == "":
+            return None
+        return str(_integer(name, text, *bounds))
+    if not isinstance(text, str):
+        raise _bad_value(name)
+    if name == "SqsManagedSseEnabled":
+        if text.lower() not in ("true", "false"):
+            raise _bad_value(name)
+        return text.lower()
+    if name == "KmsMasterKeyId" and len(text) > MAX_KMS_KEY_ID:
+        raise _bad_value(name)
+    if name in ("Policy", "RedriveAllowPolicy") and text:
+        from .policies import check_policy, check_redrive_allow
+
+        return check_policy(text) if name == "Policy" else check_redrive_allow(text)
+    return text or None
+
+
+def parse(attributes: object) -> Parsed:
+    """The changes an Attributes map asks for (CreateQueue, SetQueueAttributes)."""
+    parsed = Parsed()
     if attributes is None:
-        return {}
+        return parsed
     if not isinstance(attributes, dict):
         raise SqsError(INVALID_ATTRIBUTE_NAME, "Attributes is a map of attribute name to value.")
-    changes: dict[str, Any] = {}
     for name, text in attributes.items():
         if name in SETTABLE:
-            field, low, high = SETTABLE[name]
+            field_name, low, high = SETTABLE[name]
             value = _integer(name, text, low, high)
-            changes[field] = value if field == "max_message_bytes" else float(value)
+            parsed.config[field_name] = value if field_name == "max_message_bytes" else float(value)
         elif name == REDRIVE_POLICY:
             dlq, count = _redrive(text)
-            changes["dead_letter_queue"] = dlq
-            changes["max_delivery_count"] = count
+            parsed.config["dead_letter_queue"] = dlq
+            parsed.config["max_delivery_count"] = count
+        elif name in STORED:
+            parsed.stored[name] = _stored_value(name, text)
         elif name in UNSUPPORTED:
-            hint = " (leaseq has no FIFO queues)" if "Fifo" in name or "Dedup" in name else ""
-            raise SqsError(INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name}.{hint}")
+            raise SqsError(INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name}.")
         else:
             raise SqsError(INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name}.")
-    return changes
+    return parsed
 
 
-def differs(config: QueueConfig, changes: dict[str, Any]) -> bool:
-    """Whether an existing queue's config disagrees with the attributes a CreateQueue gave (SQS
-    compares only those)."""
-    return any(getattr(config, field) != value for field, value in changes.items())
+def differs(config: QueueConfig, stored: dict[str, str], parsed: Parsed) -> bool:
+    """Whether an existing queue disagrees with the attributes a CreateQueue gave (SQS compares
+    only those)."""
+    return any(getattr(config, name) != value for name, value in parsed.config.items()) or any(
+        stored.get(name) != value for name, value in parsed.stored.items()
+    )
 
 
 # --- config -> attributes ---------------------------------------------------------------------
@@ -221,27 +269,38 @@ def requested(names: object) -> list[str]:
 
 
 def render(
-    names: list[str], info: QueueInfo, stats: QueueStats | None, region: str
+    names: list[str],
+    info: QueueInfo,
+    stats: QueueStats | None,
+    region: str,
+    account: str = DEFAULT_ACCOUNT,
+    stored: dict[str, str] | None = None,
 ) -> dict[str, str]:
     config = info.config
+    stored = stored or {}
     values: dict[str, str] = {}
     for name in names:
         if name in SETTABLE:
-            field = SETTABLE[name][0]
-            values[name] = str(int(getattr(config, field)))
+            field_name = SETTABLE[name][0]
+            values[name] = str(int(getattr(config, field_name)))
         elif name == REDRIVE_POLICY:
             if config.dead_letter_queue:
                 values[name] = json.dumps(
                     {
-                        "deadLetterTargetArn": queue_arn(region, config.dead_letter_queue),
+                        "deadLetterTargetArn": queue_arn(region, config.dead_letter_queue, account),
                         "maxReceiveCount": config.max_delivery_count,
                     },
                     separators=(",", ":"),
                 )
+        elif name in STORED:
+            if name in stored:
+                values[name] = stored[name]
         elif name == "QueueArn":
-            values[name] = queue_arn(region, info.name)
-        elif name in ("CreatedTimestamp", "LastModifiedTimestamp"):
+            values[name] = queue_arn(region, info.name, account)
+        elif name == "CreatedTimestamp":
             values[name] = str(int(info.create_time))
+        elif name == LAST_MODIFIED:
+            values[name] = stored.get(LAST_MODIFIED, str(int(info.create_time)))
         elif stats is not None:
             values[name] = str(
                 {

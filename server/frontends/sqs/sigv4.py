@@ -15,7 +15,7 @@ What a signature binds, as SQS checks it:
 - the body: the canonical request always carries the SHA-256 of the body received, never the
   client's `x-amz-content-sha256`; a request that sends that header with another value is
   refused (SQS payloads are always signed: UNSIGNED-PAYLOAD is S3's);
-- the credential scope: service `sqs`, terminator `aws4_request`, the day of X-Amz-Date (so a
+- the credential scope: service `sqs` (or `sts`, for GetCallerIdentity only: app.py), terminator `aws4_request`, the day of X-Amz-Date (so a
   derived day key is good for that day only), a well-formed region (any region is accepted:
   the ARNs answered name the one signed for);
 - the Host header and, on the JSON protocol, X-Amz-Target (it names the action), which must be
@@ -52,6 +52,7 @@ from .errors import (
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
+STS = "sts"  # sts:GetCallerIdentity is answered on the same endpoint (identity.py)
 MAX_SKEW = 15 * 60.0  # seconds between the request's X-Amz-Date and the server's clock (AWS's)
 _REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # us-east-1, eu-central-2, local names
 
@@ -93,7 +94,7 @@ def parse(header: str | None) -> Authorization | None:
 def _check_scope(auth: Authorization, amz_date: str) -> None:
     """The credential scope names this service, the request's day and a region (module
     docstring); SqsError otherwise, in AWS's words."""
-    if auth.service != SERVICE:
+    if auth.service not in (SERVICE, STS):
         raise SqsError(
             SIGNATURE_DOES_NOT_MATCH,
             f"Credential should be scoped to correct service: '{SERVICE}'.",
@@ -186,6 +187,12 @@ def _amz_date(headers: CIMultiDictProxy[str]) -> float | None:
         return float(calendar.timegm(time.strptime(text, "%Y%m%dT%H%M%SZ")))
     except ValueError:
         return None
+
+
+def service_of(header: str | None) -> str:
+    """The service a request's Authorization is scoped to ("sqs" when unsigned)."""
+    auth = parse(header)
+    return auth.service if auth is not None else SERVICE
 
 
 def verify(
