@@ -80,6 +80,15 @@ def _option(flag: str, **kwargs: Any) -> Callable[[F], F]:
     "core; PostgreSQL store only. Each has its own pool (--pool-max connections each).",
 )
 @_option(
+    "--durability",
+    type=click.Choice(["full", "relaxed"], case_sensitive=False),
+    default="full",
+    show_default=True,
+    help="SQLite store: full fsyncs every commit before answering; relaxed fsyncs sends and "
+    "every other write but lets leases and acks reach the disk with the next fsync (after an OS "
+    "crash they may be undone: a redelivery, never a lost message).",
+)
+@_option(
     "--listen",
     default=DEFAULT_LISTEN,
     show_default=True,
@@ -297,6 +306,7 @@ def serve(
     http_body_timeout: float,
     http_body_mib: int,
     http_allowed_hosts: str,
+    durability: str,
 ) -> None:
     """Serve the queue service (gRPC, health, reflection) until SIGTERM or Ctrl-C."""
     if workers > 1 and not store.startswith(("postgresql:", "postgres:")):
@@ -305,6 +315,7 @@ def serve(
             f"--workers {workers} needs the PostgreSQL store ({store.partition(':')[0]} has one "
             "writer: run it with --workers 1)"
         )
+    store = _with_durability(store, durability.lower())
     security = _security(auth_policy, tls_cert, tls_key, tls_client_ca)
     if not allow_unauthenticated and not security.authenticates and not is_loopback(listen):
         # API.md: without auth, only loopback unless the operator says so explicitly.
@@ -507,6 +518,20 @@ def _security(
         except PolicyError as e:
             raise click.ClickException(str(e)) from None
     return Security(policy=policy, tls=tls)
+
+
+def _with_durability(store: str, durability: str) -> str:
+    """--durability goes into a SQLite store URL (its durability parameter). The other stores
+    have their own: memory:// keeps nothing, and PostgreSQL's is the database's
+    synchronous_commit."""
+    if durability == "full":
+        return store
+    if not store.startswith("sqlite:"):
+        raise click.UsageError(
+            f"--durability {durability} applies to the SQLite store, not {store.partition(':')[0]} "
+            "(PostgreSQL's durability is its synchronous_commit setting)"
+        )
+    return f"{store}{'&' if '?' in store else '?'}durability={durability}"
 
 
 def _with_pool_size(store: str, pool_min: int | None, pool_max: int | None) -> str:

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from ..clock import Clock
 from .base import Store
@@ -29,7 +29,8 @@ def open_store(url: str, clock: Clock | None = None) -> Store:
 
         return MemoryStore(clock=clock)
     if scheme == "sqlite":
-        path = url[len("sqlite://") :]
+        path, _, query = url[len("sqlite://") :].partition("?")
+        durability = _sqlite_parameters(url, query)
         # sqlite:///abs/path -> "/abs/path"; sqlite:///./rel -> "/./rel" is relative to the cwd.
         if path.startswith("/./") or path.startswith("/../"):
             path = path[1:]
@@ -37,7 +38,7 @@ def open_store(url: str, clock: Clock | None = None) -> Store:
             path = "/" + path.lstrip("/")
         if not path or path == "/":
             raise ValueError(f"store URL {url!r} names no file")
-        return _sqlite(Path(path), clock)
+        return _sqlite(Path(path), clock, durability)
     if scheme in ("postgresql", "postgres"):
         try:
             from .postgres import PostgresStore
@@ -59,10 +60,26 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-def _sqlite(path: Path, clock: Clock | None) -> Store:
+def _sqlite_parameters(url: str, query: str) -> str:
+    """The SQLite URL's one parameter, durability=full|relaxed (full when absent)."""
+    durability = "full"
+    for name, values in parse_qs(query, keep_blank_values=True).items():
+        if name != "durability":
+            raise ValueError(
+                f"store URL {url!r}: unknown parameter {name!r} (SQLite takes durability)"
+            )
+        durability = values[-1]
+        if durability not in ("full", "relaxed"):
+            raise ValueError(
+                f"store URL {url!r}: durability must be full or relaxed, not {durability!r}"
+            )
+    return durability
+
+
+def _sqlite(path: Path, clock: Clock | None, durability: str) -> Store:
     from .sqlite import SqliteStore
 
-    return SqliteStore(path, clock=clock)
+    return SqliteStore(path, clock=clock, durability=durability)
 
 
 __all__ = ["Store", "StoreOpenError", "open_store", "redact_url"]

@@ -58,6 +58,13 @@ def _send_weight(bodies: Sequence[bytes]) -> int:
     return len(bodies) + sum(map(len, bodies)) // BYTES_PER_WEIGHT
 
 
+DURABILITIES = ("full", "relaxed")
+"""full: every commit is fsync'd before its callers hear of it. relaxed: sends, queue changes and
+every other write still are; leases and acks (receives, visibility changes, deletes) commit
+without an fsync of their own and reach the disk with the next one (writer.py says why that is
+safe: after an OS crash they may be undone, a redelivery, never a lost message)."""
+
+
 class SqliteStore:
     """The Store protocol over one SQLite file (WAL, synchronous=FULL, one writer).
 
@@ -65,8 +72,13 @@ class SqliteStore:
     has committed since open: group commit makes the first smaller than the second.
     """
 
-    def __init__(self, path: Path, clock: Clock | None = None) -> None:
+    def __init__(self, path: Path, clock: Clock | None = None, durability: str = "full") -> None:
+        if durability not in DURABILITIES:
+            raise ValueError(
+                f"durability must be one of {', '.join(DURABILITIES)}, not {durability!r}"
+            )
         self.path = Path(path)
+        self.durability = durability
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._writer: _Writer | None = None
         self._reader: _Reader | None = None
@@ -91,7 +103,7 @@ class SqliteStore:
     async def open(self) -> None:
         if self._writer is not None:
             return
-        writer = _Writer(self._connect)
+        writer = _Writer(self._connect, relaxed=self.durability == "relaxed")
         self._lease_ceilings.clear()  # the file may have changed while this store was closed
         self._queues.clear()
         self._uids.clear()
@@ -123,6 +135,11 @@ class SqliteStore:
     @property
     def commit_count(self) -> int:
         return self._writer.commits if self._writer is not None else 0
+
+    @property
+    def unsynced_commit_count(self) -> int:
+        """Commits made without an fsync of their own (durability relaxed: leases and acks)."""
+        return self._writer.unsynced_commits if self._writer is not None else 0
 
     @property
     def operation_count(self) -> int:
@@ -164,7 +181,7 @@ class SqliteStore:
             raise
         return conn
 
-    async def _call(self, fn: Callable[[_Tx], T], weight: int = 1) -> T:
+    async def _call(self, fn: Callable[[_Tx], T], weight: int = 1, durable: bool = True) -> T:
         writer = self._writer
         if writer is None or self._codec is None:
             raise Unavailable("the SQLite store is not open")
@@ -175,7 +192,7 @@ class SqliteStore:
             self._maybe_housekeep(tx)
             return fn(tx)
 
-        return await writer.submit(operation, weight)
+        return await writer.submit(operation, weight, durable)
 
     def _maybe_housekeep(self, tx: _Tx) -> None:
         if tx.now < self._next_housekeeping:
@@ -292,6 +309,7 @@ class SqliteStore:
                 name, max_messages, visibility_timeout, channel_filter, attempt_id, max_bytes
             ),
             weight=max_messages,
+            durable=False,
         )
         self._uids[name] = delivery.uid
         assert self._codec is not None  # _call checked
@@ -340,7 +358,9 @@ class SqliteStore:
     ) -> list[LeaseResult]:
         decoded = self._predecode(name, [c.receipt for c in changes])
         return await self._call(
-            lambda tx: tx.change_visibility(name, changes, decoded), weight=len(changes)
+            lambda tx: tx.change_visibility(name, changes, decoded),
+            weight=len(changes),
+            durable=False,
         )
 
     async def delete(
@@ -350,6 +370,7 @@ class SqliteStore:
         return await self._call(
             lambda tx: tx.delete(name, list(receipts), list(attempt_ids), decoded),
             weight=len(receipts) + len(attempt_ids),
+            durable=False,
         )
 
     async def update_message(

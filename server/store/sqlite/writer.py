@@ -84,6 +84,7 @@ class _Op:
     fn: Callable[[sqlite3.Connection], Any]
     future: asyncio.Future[Any]
     weight: int
+    durable: bool = True  # False: a lease or an ack, which a relaxed writer need not fsync
 
 
 _Outcome = tuple[_Op, Any, BaseException | None]
@@ -121,8 +122,16 @@ class _Writer:
     group, i.e. once the work is durable. Used from one event loop: the one that started it.
     """
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(self, connect: Callable[[], sqlite3.Connection], relaxed: bool = False) -> None:
         self._connect = connect
+        # Relaxed durability: a group of leases and acks only commits without its own fsync
+        # (synchronous=NORMAL). It is on disk at the next fsync'd commit: the WAL is one file
+        # written in order, so that sync covers every frame before it. An OS crash or power
+        # loss before then undoes those leases and acks (a redelivery, never a lost send); a
+        # crash of this process alone undoes nothing (the OS holds what was written).
+        self._relaxed = relaxed
+        self._synchronous_full = True  # what the connection is set to (the connect's FULL)
+        self.unsynced_commits = 0  # commits made without their own fsync (for tests)
         self._queue: deque[_Op] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: sqlite3.Connection | None = None
@@ -149,14 +158,17 @@ class _Writer:
         self._accepting = True
         return await self.submit(setup, HEAVY)
 
-    def submit(self, fn: Callable[[sqlite3.Connection], T], weight: int = 1) -> asyncio.Future[T]:
+    def submit(
+        self, fn: Callable[[sqlite3.Connection], T], weight: int = 1, durable: bool = True
+    ) -> asyncio.Future[T]:
         """Queue fn(connection) as one operation; the future resolves after its group's COMMIT.
-        `weight` is the messages or entries it touches (see INLINE_WEIGHT)."""
+        `weight` is the messages or entries it touches (see INLINE_WEIGHT); `durable=False`
+        marks a lease or an ack, which a relaxed writer commits without an fsync of its own."""
         loop = self._loop
         if not self._accepting or loop is None:
             raise Unavailable("the SQLite store is closed")
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.append(_Op(fn, future, max(1, weight)))
+        self._queue.append(_Op(fn, future, max(1, weight), durable))
         if not self._running:
             self._running = True
             # Not now: operations submitted in this turn of the loop join the same group.
@@ -261,6 +273,10 @@ class _Writer:
     def _run_group(self, group: list[_Op], on_loop: bool) -> list[_Outcome]:
         conn = self._conn
         assert conn is not None
+        full = not self._relaxed or any(op.durable for op in group)
+        if full != self._synchronous_full:  # outside a transaction, where SQLite takes it
+            conn.execute(f"PRAGMA synchronous = {'FULL' if full else 'NORMAL'}")
+            self._synchronous_full = full
         try:
             self._begin(conn, wait_for_locks=not on_loop)
             self._interrupted = False
@@ -287,6 +303,7 @@ class _Writer:
             cause = exc.__cause__ if isinstance(exc, _TransactionLost) and exc.__cause__ else exc
             return [(op, None, _unavailable(cause)) for op in group]
         self.commits += 1
+        self.unsynced_commits += 0 if full else 1
         self.operations += sum(1 for _, _, error in outcomes if error is None)
         return outcomes
 
