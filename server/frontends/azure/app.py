@@ -17,19 +17,21 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import replace
 
 from aiohttp import web
 
 from ...auth import Principal
 from ...errors import LeaseqError
 from ...logs import request_id_var
-from .. import request_body
+from .. import http_origin, request_body
 from ..dialect import DialectFrontend
 from ..http_refusal import BODY_TIMEOUT, BUSY, TOO_LARGE, HttpRefusal
 from ..observe import count_request, log_request
-from . import request_checks, shared_key, xml_bodies
+from . import acl, properties, request_checks, sas, service_operations, shared_key, xml_bodies
 from .errors import (
     INTERNAL_ERROR,
+    INVALID_HEADER,
     REQUEST_BODY_TOO_LARGE,
     SERVER_BUSY,
     AzureError,
@@ -53,8 +55,28 @@ MAX_REQUEST_BYTES = 12 * 1024 * 1024
 XML, with room; anything above is RequestBodyTooLarge (413)."""
 REQUEST_TIMEOUT = Kind("RequestTimeout", 408)
 AUTHORIZATION_FAILURE = Kind("AuthorizationFailure", 403)
+CORS_PREFLIGHT_FAILURE = Kind("CorsPreflightFailure", 403)
+ALL_OPERATIONS = {**OPERATIONS, **service_operations.OPERATIONS}
 _REFUSALS = {TOO_LARGE: REQUEST_BODY_TOO_LARGE, BODY_TIMEOUT: REQUEST_TIMEOUT, BUSY: SERVER_BUSY}
+SECONDARY_SUFFIX = "-secondary"  # "<account>-secondary": the account's read-only endpoint
+SECONDARY_OPERATIONS = frozenset(
+    {
+        "ListQueues",
+        "GetServiceProperties",
+        "GetServiceStats",
+        "GetQueueMetadata",
+        "GetQueueAcl",
+        "PeekMessages",
+    }
+)
 MAX_CLIENT_REQUEST_ID = 1024  # characters of x-ms-client-request-id echoed (Azure's limit)
+
+
+class _Preflight(Exception):
+    """A preflight's answer, out of the operation path."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
 
 
 class AzureFrontend(DialectFrontend):
@@ -79,24 +101,22 @@ class AzureFrontend(DialectFrontend):
 
     async def _handle(self, request: web.Request, request_id: str, started: float) -> web.Response:
         found: Route | None = None
+        cors: dict[str, str] = {}
         try:
-            self.check_origin(request)
             request_checks.check_headers(request.headers)
-            # SharedKey signs no body: a caller that fails it costs no body read.
-            account, principal = self._authenticate(request)
             query = single(
                 {k: request.rel_url.query.getall(k) for k in request.rel_url.query.keys()}
             )
+            if request.method == "OPTIONS":
+                found = route(request.method, request.rel_url.raw_path, query)
+                raise _Preflight(await self._preflight(request))
+            cors = await self._cors(request)
+            # Neither SharedKey nor a SAS signs the body: a caller that fails costs no body read.
+            found, principal = await self._authorize(request, query)
             body = await self._body(request)
             request_checks.check_content_md5(request.headers, body)
-            found = route(request.method, request.rel_url.raw_path, query)
-            if found.account != account:
-                raise shared_key.failed(
-                    f"The request is signed for account {account[:64]} but its URL names account "
-                    f"{found.account[:64]}."
-                )
             check_timeout(query)
-            answer = await OPERATIONS[found.operation](
+            answer = await ALL_OPERATIONS[found.operation](
                 Request(
                     found,
                     query,
@@ -109,11 +129,14 @@ class AzureFrontend(DialectFrontend):
                 )
             )
             outcome = "OK"
+        except _Preflight as preflight:
+            answer, outcome = preflight.answer, "OK"
         except Exception as caught:  # every failure becomes an Azure error answer
             error = self._as_azure_error(caught, found)
             outcome = error.kind.code
             answer = self._error_answer(error, request_id)
         headers = answer.headers
+        headers.update(cors)
         headers["x-ms-request-id"] = request_id
         headers["x-ms-version"] = self._version(request)
         headers["Date"] = rfc1123(time.time())
@@ -127,6 +150,99 @@ class AzureFrontend(DialectFrontend):
             self._count(operation, queue, outcome, answer, started)
         response = web.Response(status=answer.status, body=answer.body or None, headers=headers)
         return request_body.close_if_needed(request, response)
+
+    async def _cors(self, request: web.Request) -> dict[str, str]:
+        """The CORS headers of the answer when a stored rule allows the request's Origin and
+        method; then the request may come from that other site. Without a matching rule a
+        cross-site request is refused as on every HTTP port (http_origin.py): leaseq's
+        development account has a public key, so no page may use it unless a rule says so."""
+        origin = request.headers.get("Origin")
+        rule = None
+        if origin:
+            rule = properties.match(await properties.cors_rules(self.core), origin, request.method)
+        if rule is None:
+            self.check_origin(request)
+            return {}
+        http_origin.check(
+            request,
+            open_access=self.policy is None,
+            allowed_hosts=self.http.limits.allowed_hosts,
+            safe_methods=(request.method,),
+        )
+        return properties.answer_headers(rule, origin or "")
+
+    async def _preflight(self, request: web.Request) -> Answer:
+        """A browser's OPTIONS before a cross-origin request: not authenticated (it carries no
+        credentials), answered from the stored CORS rules."""
+        origin = request.headers.get("Origin")
+        method = request.headers.get("Access-Control-Request-Method")
+        if not origin or not method:
+            raise AzureError(
+                INVALID_HEADER,
+                "A required CORS header is not present.",
+                {"HeaderName": "Origin" if not origin else "Access-Control-Request-Method"},
+            )
+        http_origin.check(
+            request,
+            open_access=self.policy is None,
+            allowed_hosts=self.http.limits.allowed_hosts,
+            safe_methods=("OPTIONS",),
+        )
+        requested = request.headers.get("Access-Control-Request-Headers", "")
+        rule = properties.match(
+            await properties.cors_rules(self.core), origin, method, requested.split(",")
+        )
+        if rule is None:
+            raise AzureError(
+                CORS_PREFLIGHT_FAILURE,
+                "CORS not enabled or no matching rule found for this request.",
+                {"MessageDetails": "No CORS rule matches this origin, method and headers."},
+            )
+        return Answer(200, headers=properties.preflight_headers(rule, origin, method, requested))
+
+    async def _authorize(
+        self, request: web.Request, query: dict[str, str]
+    ) -> tuple[Route, Principal | None]:
+        """The route (its account the primary one) and the caller: SharedKey, or a SAS."""
+        found = route(request.method, request.rel_url.raw_path, query)
+        url_account = found.account
+        primary = url_account.removesuffix(SECONDARY_SUFFIX)
+        if primary != url_account:
+            if found.operation not in SECONDARY_OPERATIONS:
+                raise AzureError(
+                    AUTHORIZATION_FAILURE,
+                    "This request is not authorized to perform this operation.",
+                    {"Reason": "The secondary endpoint serves reads only."},
+                )
+            found = replace(found, account=primary)
+        if not sas.is_sas(query, request.headers):
+            account, principal = self._authenticate(request)
+            if account != primary:
+                raise shared_key.failed(
+                    f"The request is signed for account {account[:64]} but its URL names account "
+                    f"{url_account[:64]}."
+                )
+            return found, principal
+        principal = sas.verify_signature(
+            query, primary, found.queue if "ss" not in query else None, self._keys()
+        )
+        policy = None
+        if query.get("si") and "ss" not in query:
+            policy = await acl.stored_policy(self.core, found.queue, query["si"])
+        sas.check(
+            query,
+            operation=found.operation,
+            policy=policy,
+            now=self.core.now(),
+            remote=request.remote or "",
+            scheme=request.scheme,
+        )
+        return found, principal
+
+    def _keys(self) -> shared_key.Keys:
+        if self.policy is None:
+            return {shared_key.DEV_ACCOUNT: ((shared_key.DEV_KEY, None),)}
+        return self.policy.current().azure_keys
 
     def _pop_receipts(self) -> PopReceipts:
         """Made on first use: the store's secret exists once the store is open."""
@@ -144,11 +260,7 @@ class AzureFrontend(DialectFrontend):
     def _authenticate(self, request: web.Request) -> tuple[str, Principal | None]:
         """(account, principal): the principal None means every action is allowed (no policy:
         the development account)."""
-        keys: shared_key.Keys
-        if self.policy is None:
-            keys = {shared_key.DEV_ACCOUNT: ((shared_key.DEV_KEY, None),)}
-        else:
-            keys = self.policy.current().azure_keys
+        keys = self._keys()
         return shared_key.verify(
             method=request.method,
             raw_path=request.rel_url.raw_path,

@@ -70,7 +70,7 @@ class Answer:
 Operation = Callable[[Request], Awaitable[Answer]]
 
 
-def _queue_name(request: Request) -> str:
+def queue_name(request: Request) -> str:
     """The URL's queue: any name leaseq allows (queues made through gRPC or SQS may use capitals
     and underscores), Azure's stricter rule only for Create Queue."""
     name = request.route.queue
@@ -123,13 +123,13 @@ async def create_queue(request: Request) -> Answer:
 
 
 async def delete_queue(request: Request) -> Answer:
-    name = _queue_name(request)
+    name = queue_name(request)
     await request.core.delete_queue(request.principal, name)
     return Answer(204)
 
 
 async def get_queue_metadata(request: Request) -> Answer:
-    name = _queue_name(request)
+    name = queue_name(request)
     stats = await request.core.stats(request.principal, name)  # QueueNotFound when missing
     stored = await request.core.queue_metadata(request.principal, [name])
     headers = meta.to_headers(stored.get(name, {}))
@@ -139,7 +139,7 @@ async def get_queue_metadata(request: Request) -> Answer:
 
 
 async def set_queue_metadata(request: Request) -> Answer:
-    name = _queue_name(request)
+    name = queue_name(request)
     metadata = meta.from_headers(request.headers)
     # A missing queue is QueueNotFound for whoever may see it, before the admin check.
     await request.core.get_queue(request.principal, name)
@@ -189,7 +189,7 @@ async def list_queues(request: Request) -> Answer:
 
 
 async def put_message(request: Request) -> Answer:
-    name = _queue_name(request)
+    name = queue_name(request)
     info = await request.core.get_queue(request.principal, name)
     config = info.config
     # Azure's order: visibilitytimeout's range, then messagettl, then the two together.
@@ -220,7 +220,7 @@ async def put_message(request: Request) -> Answer:
 
 
 async def get_messages(request: Request) -> Answer:
-    name = _queue_name(request)
+    name = queue_name(request)
     count = params.integer(request.query, "numofmessages", 1, params.MAX_MESSAGES, 1)
     visibility = params.integer(
         request.query, "visibilitytimeout", 1, params.MAX_VISIBILITY, params.DEFAULT_VISIBILITY
@@ -237,7 +237,7 @@ async def get_messages(request: Request) -> Answer:
 
 
 async def peek_messages(request: Request) -> Answer:
-    name = _queue_name(request)
+    name = queue_name(request)
     count = params.integer(request.query, "numofmessages", 1, params.MAX_MESSAGES, 1)
     assert count is not None
     page = await request.core.peek(request.principal, name, count)
@@ -247,12 +247,12 @@ async def peek_messages(request: Request) -> Answer:
 
 
 async def clear_messages(request: Request) -> Answer:
-    await request.core.purge_queue(request.principal, _queue_name(request))
+    await request.core.purge_queue(request.principal, queue_name(request))
     return Answer(204)
 
 
 async def delete_message(request: Request) -> Answer:
-    name = _queue_name(request)
+    name = queue_name(request)
     receipt = request.receipts.decode(request.query.get("popreceipt"), request.route.message_id)
     outcome = await request.core.delete(request.principal, name, [receipt])
     error = pop_receipts.rejected(outcome.results[0].status)
@@ -262,7 +262,7 @@ async def delete_message(request: Request) -> Answer:
 
 
 async def update_message(request: Request) -> Answer:
-    name = _queue_name(request)
+    name = queue_name(request)
     # Azure checks the query's values before the pop receipt names a message.
     if "visibilitytimeout" not in request.query:
         raise missing_query("visibilitytimeout")

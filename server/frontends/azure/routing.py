@@ -30,6 +30,12 @@ OPERATIONS = (
     "ClearMessages",
     "DeleteMessage",
     "UpdateMessage",
+    "GetServiceProperties",
+    "SetServiceProperties",
+    "GetServiceStats",
+    "GetQueueAcl",
+    "SetQueueAcl",
+    "Preflight",
 )
 
 # (depth, comp, method) -> operation; depth counts the path's segments after the account.
@@ -45,12 +51,15 @@ _TABLE: dict[tuple[int, str, str], str] = {
     (2, "", "DELETE"): "ClearMessages",
     (3, "", "PUT"): "UpdateMessage",
     (3, "", "DELETE"): "DeleteMessage",
+    (0, "properties", "GET"): "GetServiceProperties",
+    (0, "properties", "PUT"): "SetServiceProperties",
+    (0, "stats", "GET"): "GetServiceStats",
+    (1, "acl", "GET"): "GetQueueAcl",
+    (1, "acl", "HEAD"): "GetQueueAcl",
+    (1, "acl", "PUT"): "SetQueueAcl",
 }
 _NOT_IMPLEMENTED = {
-    (0, "properties"): "Get/Set Queue Service Properties",
-    (0, "stats"): "Get Queue Service Stats",
-    (0, "userdelegationkey"): "Get User Delegation Key",
-    (1, "acl"): "Get/Set Queue ACL",
+    (0, "userdelegationkey"): "Get User Delegation Key (OAuth)",
 }
 
 
@@ -73,7 +82,7 @@ def route(method: str, raw_path: str, query: dict[str, str]) -> Route:
             NOT_IMPLEMENTED,
             f"leaseq does not implement {_NOT_IMPLEMENTED[depth, comp]} (README: differences).",
         )
-    operation = _TABLE.get((depth, comp, method))
+    operation = "Preflight" if method == "OPTIONS" else _TABLE.get((depth, comp, method))
     if operation == "GetMessages" and query.get("peekonly", "").lower() == "true":
         operation = "PeekMessages"
     if operation is None:

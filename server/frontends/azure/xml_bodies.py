@@ -49,16 +49,23 @@ def invalid_xml(reason: str) -> AzureError:
     return AzureError(INVALID_XML, "XML specified is not syntactically valid.", {"Reason": reason})
 
 
-def parse_message_text(body: bytes) -> str:
-    """MessageText of `<QueueMessage><MessageText>...</MessageText></QueueMessage>`."""
+def parse(body: bytes) -> ET.Element:
+    """The root of an untrusted request document (module docstring); InvalidXmlDocument when
+    it is not one."""
     try:
-        root = defusedxml.ElementTree.fromstring(body, forbid_dtd=True)
+        root: ET.Element = defusedxml.ElementTree.fromstring(body, forbid_dtd=True)
     except defusedxml.DefusedXmlException:
         raise invalid_xml("XML document type declarations are not accepted") from None
     except ET.ParseError as error:
         raise invalid_xml(str(error)) from None
     except (LookupError, ValueError) as error:  # an encoding expat cannot read
         raise invalid_xml(f"its encoding: {str(error)[:100]}") from None
+    return root
+
+
+def parse_message_text(body: bytes) -> str:
+    """MessageText of `<QueueMessage><MessageText>...</MessageText></QueueMessage>`."""
+    root = parse(body)
     children = list(root)
     if root.tag != "QueueMessage" or [c.tag for c in children] != ["MessageText"]:
         raise invalid_xml(
