@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .conftest import unique
+from .conftest import boto3_client, unique, wait_for_move_task
 
 pytestmark = pytest.mark.slow
 
@@ -27,13 +27,13 @@ def aws(sqs_server, tmp_path_factory):
         "HOME": str(home),
     }
 
-    def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, ok: bool = True, service: str = "sqs") -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [
                 sys.executable,
                 "-m",
                 "awscli",
-                "sqs",
+                service,
                 *args,
                 "--endpoint-url",
                 sqs_server.endpoint,
@@ -129,3 +129,81 @@ def test_aws_cli_reports_sqs_errors(aws):
         "create-queue", "--queue-name", "x.fifo", "--attributes", "FifoQueue=true", ok=False
     )
     assert result.returncode != 0 and "InvalidAttributeName" in result.stderr
+
+
+def test_aws_cli_tags_policy_permissions_and_identity(aws):
+    name = unique("cli")
+    url = json.loads(aws("create-queue", "--queue-name", name, "--tags", "env=prod").stdout)[
+        "QueueUrl"
+    ]
+    aws("tag-queue", "--queue-url", url, "--tags", "team=ops")
+    tags = json.loads(aws("list-queue-tags", "--queue-url", url).stdout)["Tags"]
+    assert tags == {"env": "prod", "team": "ops"}
+    aws("untag-queue", "--queue-url", url, "--tag-keys", "env")
+    assert json.loads(aws("list-queue-tags", "--queue-url", url).stdout)["Tags"] == {"team": "ops"}
+    aws(
+        "set-queue-attributes",
+        "--queue-url",
+        url,
+        "--attributes",
+        json.dumps({"KmsMasterKeyId": "alias/aws/sqs", "KmsDataKeyReusePeriodSeconds": "300"}),
+    )
+    aws(
+        "add-permission",
+        "--queue-url",
+        url,
+        "--label",
+        "partner",
+        "--aws-account-ids",
+        "111122223333",
+        "--actions",
+        "SendMessage",
+    )
+    attrs = json.loads(
+        aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "All").stdout
+    )["Attributes"]
+    assert attrs["KmsMasterKeyId"] == "alias/aws/sqs"
+    assert attrs["KmsDataKeyReusePeriodSeconds"] == "300"
+    assert [s["Sid"] for s in json.loads(attrs["Policy"])["Statement"]] == ["partner"]
+    aws("remove-permission", "--queue-url", url, "--label", "partner")
+    result = aws("remove-permission", "--queue-url", url, "--label", "partner", ok=False)
+    assert result.returncode != 0 and "InvalidParameterValue" in result.stderr
+    identity = json.loads(aws("get-caller-identity", service="sts").stdout)
+    assert identity["Account"] == "000000000000"
+
+
+def test_aws_cli_message_move_task(aws, sqs_server):
+    dlq = json.loads(aws("create-queue", "--queue-name", unique("clidlq")).stdout)["QueueUrl"]
+    dlq_arn = json.loads(
+        aws("get-queue-attributes", "--queue-url", dlq, "--attribute-names", "QueueArn").stdout
+    )["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})
+    source = json.loads(
+        aws(
+            "create-queue",
+            "--queue-name",
+            unique("clisrc"),
+            "--attributes",
+            json.dumps({"RedrivePolicy": policy}),
+        ).stdout
+    )["QueueUrl"]
+    source_arn = dlq_arn.rsplit(":", 1)[0] + ":" + source.rsplit("/", 1)[1]
+    aws("send-message", "--queue-url", dlq, "--message-body", "dead")
+    handle = json.loads(
+        aws(
+            "start-message-move-task",
+            "--source-arn",
+            dlq_arn,
+            "--destination-arn",
+            source_arn,
+            "--max-number-of-messages-per-second",
+            "50",
+        ).stdout
+    )["TaskHandle"]
+    assert handle
+    (task,) = wait_for_move_task(boto3_client(sqs_server.endpoint), dlq_arn)[:1]
+    assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 1
+    listed = json.loads(aws("list-message-move-tasks", "--source-arn", dlq_arn).stdout)
+    assert listed["Results"][0]["Status"] == "COMPLETED"
+    got = json.loads(aws("receive-message", "--queue-url", source).stdout)["Messages"]
+    assert [m["Body"] for m in got] == ["dead"]

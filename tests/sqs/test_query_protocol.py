@@ -217,3 +217,75 @@ def test_query_errors_are_xml_error_responses(sqs_server, params, status, code):
     assert text(root, "sqs:Error/sqs:Type") == "Sender"
     assert text(root, "sqs:Error/sqs:Message")
     assert text(root, "sqs:RequestId")
+
+
+def test_tags_permissions_and_trace_headers_over_the_query_protocol(sqs_server):
+    endpoint = sqs_server.endpoint
+    name = unique("query")
+    status, root = call(
+        endpoint,
+        {"Action": "CreateQueue", "QueueName": name, "Tag.1.Key": "env", "Tag.1.Value": "prod"},
+    )
+    assert status == 200
+    url = text(root, ".//sqs:QueueUrl")
+    status, _ = call(
+        endpoint,
+        {"Action": "TagQueue", "QueueUrl": url, "Tag.1.Key": "team", "Tag.1.Value": "ops"},
+    )
+    assert status == 200
+    status, _ = call(endpoint, {"Action": "UntagQueue", "QueueUrl": url, "TagKey.1": "env"})
+    assert status == 200
+    status, root = call(endpoint, {"Action": "ListQueueTags", "QueueUrl": url})
+    assert status == 200
+    tags = {
+        tag.findtext("sqs:Key", namespaces=NS): tag.findtext("sqs:Value", namespaces=NS)
+        for tag in root.iterfind(".//sqs:Tag", NS)
+    }
+    assert tags == {"team": "ops"}
+    status, _ = call(
+        endpoint,
+        {
+            "Action": "AddPermission",
+            "QueueUrl": url,
+            "Label": "p",
+            "AWSAccountId.1": "111122223333",
+            "ActionName.1": "SendMessage",
+            "ActionName.2": "ReceiveMessage",
+        },
+    )
+    assert status == 200
+    status, root = call(
+        endpoint, {"Action": "GetQueueAttributes", "QueueUrl": url, "AttributeName.1": "Policy"}
+    )
+    assert '"SQS:ReceiveMessage"' in text(root, ".//sqs:Attribute/sqs:Value")
+    status, root = call(
+        endpoint,
+        {
+            "Action": "SendMessage",
+            "QueueUrl": url,
+            "MessageBody": "traced",
+            "MessageSystemAttribute.1.Name": "AWSTraceHeader",
+            "MessageSystemAttribute.1.Value.DataType": "String",
+            "MessageSystemAttribute.1.Value.StringValue": "Root=1-abc",
+        },
+    )
+    assert status == 200 and text(root, ".//sqs:MD5OfMessageSystemAttributes")
+    status, root = call(
+        endpoint,
+        {"Action": "ReceiveMessage", "QueueUrl": url, "MessageSystemAttributeName.1": "All"},
+    )
+    attributes = {
+        a.findtext("sqs:Name", namespaces=NS): a.findtext("sqs:Value", namespaces=NS)
+        for a in root.iterfind(".//sqs:Message/sqs:Attribute", NS)
+    }
+    assert attributes["AWSTraceHeader"] == "Root=1-abc"
+
+
+def test_get_caller_identity_over_the_query_protocol(sqs_server):
+    status, root = call(
+        sqs_server.endpoint, {"Action": "GetCallerIdentity", "Version": "2011-06-15"}
+    )
+    assert status == 200
+    assert root.tag == "{https://sts.amazonaws.com/doc/2011-06-15/}GetCallerIdentityResponse"
+    account = root.find(".//{https://sts.amazonaws.com/doc/2011-06-15/}Account")
+    assert account is not None and account.text == "000000000000"
