@@ -130,7 +130,8 @@ static int put_timestamp_field(Buf *b, unsigned char tag, PyObject *when) {
 }
 
 static PyObject *name_message_id, *name_receipt, *name_body, *name_attributes, *name_channel,
-    *name_enqueued_at, *name_expires_at, *name_visible_at, *name_delivery_count, *name_last_error;
+    *name_enqueued_at, *name_expires_at, *name_visible_at, *name_delivery_count, *name_last_error,
+    *name_group, *name_sequence;
 
 static int encode_one(Buf *b, PyObject *m) {
     PyObject *v = NULL;
@@ -202,6 +203,26 @@ static int encode_one(Buf *b, PyObject *m) {
     {
         int set = PyObject_IsTrue(v);
         if (set < 0 || (set && put_string_field(b, 0x52, v) < 0)) goto done;
+    }
+    FIELD(name_group);
+    {
+        int set = PyObject_IsTrue(v);
+        if (set < 0 || (set && put_string_field(b, 0x5a, v) < 0)) goto done;
+    }
+    FIELD(name_sequence);
+    {
+        if (!PyLong_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "expected int");
+            goto done;
+        }
+        long long sequence = PyLong_AsLongLong(v);
+        if (sequence == -1 && PyErr_Occurred()) goto done;
+        if (sequence < 0) {
+            PyErr_SetString(PyExc_ValueError, "negative sequence");
+            goto done;
+        }
+        if (sequence > 0 && (put_byte(b, 0x60) < 0 || put_varint(b, (uint64_t)sequence) < 0))
+            goto done;
     }
     ok = 0;
 done:
@@ -698,6 +719,8 @@ PyMODINIT_FUNC PyInit_speedups(void) {
     INTERN(name_visible_at, "visible_at");
     INTERN(name_delivery_count, "delivery_count");
     INTERN(name_last_error, "last_error");
+    INTERN(name_group, "group");
+    INTERN(name_sequence, "sequence");
 #undef INTERN
     return PyModule_Create(&module);
 }

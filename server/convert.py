@@ -68,7 +68,12 @@ def config_to_proto(config: domain.QueueConfig) -> pb.QueueConfig:
         max_message_bytes=config.max_message_bytes,
         max_in_flight=config.max_in_flight,
         dedup_window=seconds_to_duration(config.dedup_window),
+        ordering=int(config.ordering),  # type: ignore[arg-type]  # equal numbers (domain.Ordering)
     )
+    if config.content_based_dedup:
+        message.content_based_dedup = True
+    if config.ordering is domain.Ordering.FIFO:
+        message.dedup_scope = int(config.dedup_scope)  # type: ignore[assignment]
     if config.dead_letter_queue is not None:
         message.dead_letter_queue = config.dead_letter_queue
     if config.max_delivery_count is not None:
@@ -104,6 +109,8 @@ def stats_to_proto(stats: domain.QueueStats) -> pb.QueueStats:
             )
             for channel, counts in sorted(stats.channels.items())
         ],
+        groups=stats.groups,
+        blocked_groups=stats.blocked_groups,
     )
 
 
@@ -194,6 +201,10 @@ class ReceivedEncoder:
         parts += (enqueued, expires, visible, b"\x48", _varint(message.delivery_count))
         if message.last_error:
             parts.append(_string_field(b"\x52", message.last_error))
+        if message.group:
+            parts.append(_string_field(b"\x5a", message.group))
+        if message.sequence:
+            parts += (b"\x60", _varint(message.sequence))
         encoded = b"".join(parts)
         return b"\x0a" + _varint(len(encoded)) + encoded
 
@@ -422,6 +433,8 @@ def peeked_to_proto(message: domain.PeekedMessage) -> pb.PeekedMessage:
         delivery_count=message.delivery_count,
         last_error=message.last_error,
         state=int(message.state),  # type: ignore[arg-type]  # the domain enum's values are the proto's numbers
+        group=message.group,
+        sequence=message.sequence,
     )
 
 

@@ -43,7 +43,7 @@ from typing import Any, TypeVar, overload
 from . import domain
 from .auth import ANY, Principal
 from .budget import CALL_BYTES, MESSAGE_OVERHEAD, SERVER_BYTES, ByteBudget, read_estimate
-from .domain import limits, rules
+from .domain import groups, limits, rules
 from .domain.commands import ReceiveParams, resolve_receive
 from .domain.types import (
     BodyBatch,
@@ -51,6 +51,7 @@ from .domain.types import (
     DeliveredMessage,
     LeaseResult,
     NewMessage,
+    Ordering,
     QueueConfig,
     QueueInfo,
     QueueStats,
@@ -254,6 +255,7 @@ class QueueCore:
             self._grant(principal, _ADMIN, changes["dead_letter_queue"])
         current = await self.store.get_queue(name)
         config = check_config(name, replace(current.config, **changes))
+        rules.check_config_change(current.config, config)
         info = await self.store.update_queue(name, config)
         self.longpoll.notify(name)  # e.g. a raised max_in_flight lets waiters deliver
         return info
@@ -359,13 +361,16 @@ class QueueCore:
         self._grant(principal, _SEND, name)
         config = (await self.store.get_queue(name)).config
         if isinstance(messages, BodyBatch):
-            if rules.plain_batch_valid(messages.bodies, messages.dedup_ids, config):
+            if config.grouped:  # stores write groups on the per-message way only
+                messages = messages.messages()
+            elif rules.plain_batch_valid(messages.bodies, messages.dedup_ids, config):
                 sent = await self.store.send_batch(name, messages)
                 fresh = len(sent.message_ids) - len(sent.duplicates)
                 self.longpoll.sent_bodies(name, fresh, config.default_delay)
                 self.longpoll.traffic.sent(name, len(sent.message_ids))
                 return sent
-            messages = messages.messages()
+            else:
+                messages = messages.messages()
         checked: list[NewMessage | InvalidArgument] = []
         for index, message in enumerate(messages):
             if isinstance(message, InvalidArgument):
@@ -376,6 +381,8 @@ class QueueCore:
             except InvalidArgument as error:
                 checked.append(error)
         valid = [c for c in checked if isinstance(c, NewMessage)]
+        if config.ordering is Ordering.FIFO:
+            valid = [replace(m, dedup_id=groups.dedup_key(m, config)) for m in valid]
         sent_outcomes: list[SendOutcome] = []
         if valid:
             sent_outcomes = await self.store.send(name, valid)

@@ -112,9 +112,25 @@ def _config_field(config: pb.QueueConfig, name: str) -> Any:
     if name in limits.CONFIG_INTS:
         low, high = limits.CONFIG_INTS[name]
         return int_range(getattr(config, name), path, low, high)
+    if name == "ordering":
+        return _enum_value(config.ordering, path, domain.Ordering)
+    if name == "dedup_scope":
+        return _enum_value(config.dedup_scope, path, domain.DedupScope)
+    if name == "content_based_dedup":
+        return config.content_based_dedup
     # dead_letter_queue: present and empty means none.
     value = config.dead_letter_queue
     return queue_name(value, path) if value else None
+
+
+def _enum_value(number: int, path: str, kind: Any) -> Any:
+    """A proto enum's number as the domain's enum; 0 (UNSPECIFIED) is the first value."""
+    if number == 0:
+        return next(iter(kind))
+    try:
+        return kind(number)
+    except ValueError:
+        raise InvalidArgument(path, f"unknown value {number}") from None
 
 
 def _present_config_fields(config: pb.QueueConfig) -> list[str]:
@@ -232,6 +248,7 @@ def send_entry(entry: pb.SendEntry, index: int) -> domain.NewMessage | InvalidAr
         delay,
         ttl,
         entry.dedup_id,
+        entry.group,
     )
 
 

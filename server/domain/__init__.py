@@ -88,6 +88,8 @@ core passes it so that one call holds a bounded number of bytes in memory; a rec
 cut by bytes is otherwise an ordinary receive of fewer messages, and a peek page cut by bytes has
 a next_cursor at its last message.
 
+Message groups (FIFO and FAIR queues): `groups` states the rules.
+
 The in-flight limit: a receive with visibility_timeout > 0 delivers at most
 max_in_flight - (leased messages now) messages; if that is <= 0 it raises OverLimit (with retry_at,
 the earliest end of a live lease). Deliveries with visibility_timeout 0 make no lease and are not
@@ -96,16 +98,18 @@ limited.
 
 from __future__ import annotations
 
-from . import leases, limits, rules
+from . import groups, leases, limits, rules
 from .types import (
     AllDeleted,
     CountsByState,
+    DedupScope,
     DeleteOutcome,
     DeliveredMessage,
     LeaseResult,
     LeaseStatus,
     MessageState,
     NewMessage,
+    Ordering,
     PeekCursor,
     PeekedMessage,
     PeekPage,
@@ -121,12 +125,14 @@ from .types import (
 __all__ = [
     "AllDeleted",
     "CountsByState",
+    "DedupScope",
     "DeleteOutcome",
     "DeliveredMessage",
     "LeaseResult",
     "LeaseStatus",
     "MessageState",
     "NewMessage",
+    "Ordering",
     "PeekCursor",
     "PeekPage",
     "PeekedMessage",
@@ -137,6 +143,7 @@ __all__ = [
     "SendOutcome",
     "UpdatedMessage",
     "VisibilityChange",
+    "groups",
     "leases",
     "limits",
     "rules",

@@ -19,6 +19,9 @@ DEFAULT_PAGE_SIZE = 100
 MAX_ATTRIBUTES = 16
 MAX_CHANNEL = 64
 MAX_DEDUP_ID = 128
+# A message group: what SQS allows in a MessageGroupId (letters, digits and ASCII punctuation).
+GROUP_PATTERN = re.compile(r"[\x21-\x7e]{1,128}")
+MAX_GROUP = 128
 MAX_ATTEMPT_ID = 128
 MAX_REASON = 1024  # a release reason is kept as last_error on every later delivery: keep it small
 # Leases of up to 7 days: Azure Queue Storage's bound, so that every dialect has one range;

@@ -22,7 +22,7 @@ from dataclasses import fields
 
 from ..errors import InvalidArgument, OutOfRange, clip
 from . import limits
-from .types import NewMessage, QueueConfig
+from .types import NewMessage, Ordering, QueueConfig
 
 NUL = "\x00"
 # U+0000 and the surrogate code points U+D800..U+DFFF: a str holding a surrogate alone is not
@@ -216,7 +216,37 @@ def check_config_relations(name: str, config: QueueConfig) -> QueueConfig:
         raise InvalidArgument(
             "config.dead_letter_queue", "a queue cannot be its own dead letter queue"
         )
+    if config.ordering is not Ordering.FIFO:
+        if config.content_based_dedup:
+            raise InvalidArgument("config.content_based_dedup", "only a FIFO queue has it")
+        if config.dedup_scope != QueueConfig.dedup_scope:
+            raise InvalidArgument("config.dedup_scope", "only a FIFO queue has it")
     return config
+
+
+def check_config_change(current: QueueConfig, new: QueueConfig) -> None:
+    """What an update may not change: the ordering is chosen at creation."""
+    if new.ordering is not current.ordering:
+        raise InvalidArgument(
+            "config.ordering", "a queue's ordering is chosen at creation and cannot change"
+        )
+
+
+def check_dead_letter_pair(config: QueueConfig, dead_letter_config: QueueConfig) -> None:
+    """A queue and its dead letter queue: of the same ordering, except that a FAIR queue's may
+    have none (SQS's rule: a FIFO queue's messages keep their order there and a FIFO queue
+    refuses messages without a group; a FAIR queue puts a message without one in the group "",
+    which a queue without ordering does not)."""
+    ordering, dead = config.ordering, dead_letter_config.ordering
+    if ordering is dead or (ordering is Ordering.FAIR and dead is Ordering.NONE):
+        return
+    if ordering is Ordering.FIFO:
+        reason = "the dead letter queue of a FIFO queue must be a FIFO queue"
+    elif dead is Ordering.FIFO:
+        reason = "a FIFO queue can be the dead letter queue only of a FIFO queue"
+    else:
+        reason = "a FAIR queue can be the dead letter queue only of a FAIR queue"
+    raise InvalidArgument("config.dead_letter_queue", reason)
 
 
 # --- messages -------------------------------------------------------------------------------
@@ -269,6 +299,10 @@ def check_message(
         max_length(message.channel, f"{where}.channel", limits.MAX_CHANNEL)
     if message.dedup_id:
         dedup_id(message.dedup_id, f"{where}.dedup_id")
+    if message.group:
+        group(message.group, f"{where}.group")
+    elif config.ordering is Ordering.FIFO:
+        raise InvalidArgument(f"{where}.group", "a FIFO queue needs a group on every message")
     if message.delay is not None:
         seconds_range(message.delay, f"{where}.delay", 0.0, config.message_retention)
     if message.ttl is not None and message.ttl != limits.NEVER_EXPIRES:
@@ -286,12 +320,23 @@ def dedup_id(value: str, field: str) -> str:
     return max_length(value, field, limits.MAX_DEDUP_ID)
 
 
+def group(value: str, field: str) -> str:
+    """A message group: 1..128 of A-Z a-z 0-9 and ASCII punctuation (SQS's MessageGroupId)."""
+    if not limits.GROUP_PATTERN.fullmatch(value):
+        raise InvalidArgument(
+            field, "a group is 1-128 characters of A-Z a-z 0-9 and ASCII punctuation"
+        )
+    return value
+
+
 def plain_batch_valid(
     bodies: Sequence[bytes], dedup_ids: Sequence[str] | None, config: QueueConfig
 ) -> bool:
     """Whether every message of a batch that is only bodies and perhaps dedup ids ("" for
     none) passes check_message, for the whole batch at once: each body fits max_message_bytes
-    and each dedup id passes `dedup_id`."""
+    and each dedup id passes `dedup_id`; never on a FIFO queue (every message needs a group)."""
+    if config.ordering is Ordering.FIFO:
+        return False
     if bodies and max(map(len, bodies)) > config.max_message_bytes:
         return False
     return (

@@ -35,6 +35,22 @@ class MessageState(enum.IntEnum):
     DELAYED = 3
 
 
+class Ordering(enum.IntEnum):
+    """How a queue delivers messages with a group. Values equal the proto's Ordering numbers
+    (its UNSPECIFIED, 0, is read as NONE)."""
+
+    NONE = 1
+    FIFO = 2
+    FAIR = 3
+
+
+class DedupScope(enum.IntEnum):
+    """Where a FIFO queue's dedup ids are unique. Values equal the proto's DedupScope numbers."""
+
+    QUEUE = 1
+    GROUP = 2
+
+
 @dataclass(frozen=True)
 class QueueConfig:
     """A queue's effective configuration, in seconds and bytes. Defaults are API.md's."""
@@ -48,6 +64,23 @@ class QueueConfig:
     max_delivery_count: int | None = None
     max_in_flight: int = 120_000
     dedup_window: float = 300.0
+    ordering: Ordering = Ordering.NONE
+    content_based_dedup: bool = False
+    dedup_scope: DedupScope = DedupScope.QUEUE
+
+    def __post_init__(self) -> None:
+        # Stores read these back as plain numbers: keep the enums (and a bool) whatever came in.
+        if self.ordering.__class__ is not Ordering:
+            object.__setattr__(self, "ordering", Ordering(self.ordering))
+        if self.dedup_scope.__class__ is not DedupScope:
+            object.__setattr__(self, "dedup_scope", DedupScope(self.dedup_scope))
+        if self.content_based_dedup.__class__ is not bool:
+            object.__setattr__(self, "content_based_dedup", bool(self.content_based_dedup))
+
+    @property
+    def grouped(self) -> bool:
+        """FIFO or FAIR: receives choose by group (domain.groups)."""
+        return self.ordering is not Ordering.NONE
 
 
 @dataclass(frozen=True)
@@ -67,6 +100,7 @@ class NewMessage:
     delay: float | None = None
     ttl: float | None = None
     dedup_id: str = ""
+    group: str = ""  # "" for none
 
 
 @dataclass(slots=True)
@@ -113,6 +147,8 @@ class DeliveredMessage:
     visible_at: float
     delivery_count: int
     last_error: str
+    group: str = ""
+    sequence: int = 0  # messages with a group: the store's key, increasing in send order
 
 
 @dataclass(frozen=True)
@@ -140,6 +176,8 @@ class PeekedMessage:
     # administrator's release or delete acts on this delivery (`Store.receipt_of`).
     receipt_seq: int = 0
     source_queue: str | None = None
+    group: str = ""
+    sequence: int = 0
 
 
 PeekCursor = tuple[float, int]
@@ -231,6 +269,8 @@ class QueueStats:
     expired_total: int
     deleted_total: int
     channels: dict[str, CountsByState]  # every channel with at least one message ("" = default)
+    groups: int = 0  # FIFO and FAIR queues: groups holding a message
+    blocked_groups: int = 0  # of those, the ones no receive can deliver from now
 
     @classmethod
     def from_channels(
@@ -242,6 +282,8 @@ class QueueStats:
         dead_lettered_total: int,
         expired_total: int,
         deleted_total: int,
+        groups: int = 0,
+        blocked_groups: int = 0,
     ) -> QueueStats:
         """The queue's stats from its per-channel counts: the totals are their sums."""
         visible = sum(c.visible for c in channels.values())
@@ -261,4 +303,6 @@ class QueueStats:
             expired_total=expired_total,
             deleted_total=deleted_total,
             channels=channels,
+            groups=groups,
+            blocked_groups=blocked_groups,
         )

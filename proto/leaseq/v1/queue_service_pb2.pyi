@@ -12,6 +12,19 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Ordering(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ORDERING_UNSPECIFIED: _ClassVar[Ordering]
+    ORDERING_NONE: _ClassVar[Ordering]
+    ORDERING_FIFO: _ClassVar[Ordering]
+    ORDERING_FAIR: _ClassVar[Ordering]
+
+class DedupScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEDUP_SCOPE_UNSPECIFIED: _ClassVar[DedupScope]
+    DEDUP_SCOPE_QUEUE: _ClassVar[DedupScope]
+    DEDUP_SCOPE_GROUP: _ClassVar[DedupScope]
+
 class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MESSAGE_STATE_UNSPECIFIED: _ClassVar[MessageState]
@@ -28,6 +41,13 @@ class LeaseStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEASE_STATUS_MESSAGE_NOT_FOUND: _ClassVar[LeaseStatus]
     LEASE_STATUS_INVALID_RECEIPT: _ClassVar[LeaseStatus]
     LEASE_STATUS_ALREADY_DELETED: _ClassVar[LeaseStatus]
+ORDERING_UNSPECIFIED: Ordering
+ORDERING_NONE: Ordering
+ORDERING_FIFO: Ordering
+ORDERING_FAIR: Ordering
+DEDUP_SCOPE_UNSPECIFIED: DedupScope
+DEDUP_SCOPE_QUEUE: DedupScope
+DEDUP_SCOPE_GROUP: DedupScope
 MESSAGE_STATE_UNSPECIFIED: MessageState
 MESSAGE_STATE_VISIBLE: MessageState
 MESSAGE_STATE_LEASED: MessageState
@@ -41,7 +61,7 @@ LEASE_STATUS_INVALID_RECEIPT: LeaseStatus
 LEASE_STATUS_ALREADY_DELETED: LeaseStatus
 
 class QueueConfig(_message.Message):
-    __slots__ = ("visibility_timeout", "receive_wait_time", "message_retention", "default_delay", "max_message_bytes", "dead_letter_queue", "max_delivery_count", "max_in_flight", "dedup_window")
+    __slots__ = ("visibility_timeout", "receive_wait_time", "message_retention", "default_delay", "max_message_bytes", "dead_letter_queue", "max_delivery_count", "max_in_flight", "dedup_window", "ordering", "content_based_dedup", "dedup_scope")
     VISIBILITY_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     RECEIVE_WAIT_TIME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_RETENTION_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +71,9 @@ class QueueConfig(_message.Message):
     MAX_DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     DEDUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_BASED_DEDUP_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_SCOPE_FIELD_NUMBER: _ClassVar[int]
     visibility_timeout: _duration_pb2.Duration
     receive_wait_time: _duration_pb2.Duration
     message_retention: _duration_pb2.Duration
@@ -60,7 +83,10 @@ class QueueConfig(_message.Message):
     max_delivery_count: int
     max_in_flight: int
     dedup_window: _duration_pb2.Duration
-    def __init__(self, visibility_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., receive_wait_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., message_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., default_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_message_bytes: _Optional[int] = ..., dead_letter_queue: _Optional[str] = ..., max_delivery_count: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., dedup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    ordering: Ordering
+    content_based_dedup: bool
+    dedup_scope: DedupScope
+    def __init__(self, visibility_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., receive_wait_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., message_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., default_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_message_bytes: _Optional[int] = ..., dead_letter_queue: _Optional[str] = ..., max_delivery_count: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., dedup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ordering: _Optional[_Union[Ordering, str]] = ..., content_based_dedup: _Optional[bool] = ..., dedup_scope: _Optional[_Union[DedupScope, str]] = ...) -> None: ...
 
 class Queue(_message.Message):
     __slots__ = ("name", "config", "create_time")
@@ -167,7 +193,7 @@ class GetQueueStatsResponse(_message.Message):
     def __init__(self, stats: _Optional[_Union[QueueStats, _Mapping]] = ...) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("visible", "leased", "delayed", "total", "oldest_visible_age", "dead_lettered_total", "expired_total", "deleted_total", "channels")
+    __slots__ = ("visible", "leased", "delayed", "total", "oldest_visible_age", "dead_lettered_total", "expired_total", "deleted_total", "channels", "groups", "blocked_groups")
     VISIBLE_FIELD_NUMBER: _ClassVar[int]
     LEASED_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +203,8 @@ class QueueStats(_message.Message):
     EXPIRED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     DELETED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_GROUPS_FIELD_NUMBER: _ClassVar[int]
     visible: int
     leased: int
     delayed: int
@@ -186,7 +214,9 @@ class QueueStats(_message.Message):
     expired_total: int
     deleted_total: int
     channels: _containers.RepeatedCompositeFieldContainer[ChannelStats]
-    def __init__(self, visible: _Optional[int] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., total: _Optional[int] = ..., oldest_visible_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dead_lettered_total: _Optional[int] = ..., expired_total: _Optional[int] = ..., deleted_total: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStats, _Mapping]]] = ...) -> None: ...
+    groups: int
+    blocked_groups: int
+    def __init__(self, visible: _Optional[int] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., total: _Optional[int] = ..., oldest_visible_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dead_lettered_total: _Optional[int] = ..., expired_total: _Optional[int] = ..., deleted_total: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStats, _Mapping]]] = ..., groups: _Optional[int] = ..., blocked_groups: _Optional[int] = ...) -> None: ...
 
 class ChannelStats(_message.Message):
     __slots__ = ("channel", "visible", "leased", "delayed", "total")
@@ -203,7 +233,7 @@ class ChannelStats(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., visible: _Optional[int] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class SendEntry(_message.Message):
-    __slots__ = ("id", "body", "attributes", "channel", "delay", "ttl", "dedup_id")
+    __slots__ = ("id", "body", "attributes", "channel", "delay", "ttl", "dedup_id", "group")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +248,7 @@ class SendEntry(_message.Message):
     DELAY_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     DEDUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     id: str
     body: bytes
     attributes: _containers.ScalarMap[str, str]
@@ -225,7 +256,8 @@ class SendEntry(_message.Message):
     delay: _duration_pb2.Duration
     ttl: _duration_pb2.Duration
     dedup_id: str
-    def __init__(self, id: _Optional[str] = ..., body: _Optional[bytes] = ..., attributes: _Optional[_Mapping[str, str]] = ..., channel: _Optional[str] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dedup_id: _Optional[str] = ...) -> None: ...
+    group: str
+    def __init__(self, id: _Optional[str] = ..., body: _Optional[bytes] = ..., attributes: _Optional[_Mapping[str, str]] = ..., channel: _Optional[str] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dedup_id: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class SendMessagesRequest(_message.Message):
     __slots__ = ("queue", "entries")
@@ -292,7 +324,7 @@ class GetMessagesResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[ReceivedMessage, _Mapping]]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ReceivedMessage(_message.Message):
-    __slots__ = ("message_id", "receipt", "body", "attributes", "channel", "enqueued_at", "expires_at", "visible_at", "delivery_count", "last_error")
+    __slots__ = ("message_id", "receipt", "body", "attributes", "channel", "enqueued_at", "expires_at", "visible_at", "delivery_count", "last_error", "group", "sequence")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -310,6 +342,8 @@ class ReceivedMessage(_message.Message):
     VISIBLE_AT_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     message_id: str
     receipt: str
     body: bytes
@@ -320,7 +354,9 @@ class ReceivedMessage(_message.Message):
     visible_at: _timestamp_pb2.Timestamp
     delivery_count: int
     last_error: str
-    def __init__(self, message_id: _Optional[str] = ..., receipt: _Optional[str] = ..., body: _Optional[bytes] = ..., attributes: _Optional[_Mapping[str, str]] = ..., channel: _Optional[str] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., visible_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_count: _Optional[int] = ..., last_error: _Optional[str] = ...) -> None: ...
+    group: str
+    sequence: int
+    def __init__(self, message_id: _Optional[str] = ..., receipt: _Optional[str] = ..., body: _Optional[bytes] = ..., attributes: _Optional[_Mapping[str, str]] = ..., channel: _Optional[str] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., visible_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_count: _Optional[int] = ..., last_error: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class PeekMessagesRequest(_message.Message):
     __slots__ = ("queue", "max_messages", "channel_filter", "include_leased", "include_delayed", "page_token")
@@ -339,7 +375,7 @@ class PeekMessagesRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., max_messages: _Optional[int] = ..., channel_filter: _Optional[str] = ..., include_leased: _Optional[bool] = ..., include_delayed: _Optional[bool] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class PeekedMessage(_message.Message):
-    __slots__ = ("message_id", "body", "attributes", "channel", "enqueued_at", "expires_at", "visible_at", "delivery_count", "last_error", "state")
+    __slots__ = ("message_id", "body", "attributes", "channel", "enqueued_at", "expires_at", "visible_at", "delivery_count", "last_error", "state", "group", "sequence")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -357,6 +393,8 @@ class PeekedMessage(_message.Message):
     DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     message_id: str
     body: bytes
     attributes: _containers.ScalarMap[str, str]
@@ -367,7 +405,9 @@ class PeekedMessage(_message.Message):
     delivery_count: int
     last_error: str
     state: MessageState
-    def __init__(self, message_id: _Optional[str] = ..., body: _Optional[bytes] = ..., attributes: _Optional[_Mapping[str, str]] = ..., channel: _Optional[str] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., visible_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_count: _Optional[int] = ..., last_error: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ...) -> None: ...
+    group: str
+    sequence: int
+    def __init__(self, message_id: _Optional[str] = ..., body: _Optional[bytes] = ..., attributes: _Optional[_Mapping[str, str]] = ..., channel: _Optional[str] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., visible_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_count: _Optional[int] = ..., last_error: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class PeekMessagesResponse(_message.Message):
     __slots__ = ("messages", "next_page_token", "server_time")
