@@ -14,6 +14,7 @@ message, or whose message has left the queue, is skipped and dropped when met):
 - ``lease_ends`` heap of (visible_at, key, version) over leased messages, and ``leased``, the set
                  of keys whose lease is live, so the in-flight count is O(1).
 - ``expiries``   heap of (expires_at, key): the expiry sweep every operation starts with.
+- ``groups``     each group's keys in order (memory_groups.py: FIFO and FAIR receives).
 """
 
 from __future__ import annotations
@@ -23,14 +24,22 @@ import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..clock import Clock, SystemClock
+from ..domain import groups as group_rules
 from ..domain import leases
+from ..domain.groups import redrive_group
 from ..domain.leases import fence, message_state
 from ..domain.limits import TOMBSTONE_SECONDS
-from ..domain.rules import body_fits_update, bytes_reached, channel_matches, message_size
+from ..domain.rules import (
+    body_fits_update,
+    bytes_reached,
+    channel_matches,
+    check_dead_letter_pair,
+    message_size,
+)
 from ..domain.types import (
-    CountsByState,
     DeleteOutcome,
     DeliveredMessage,
     LeaseResult,
@@ -58,6 +67,8 @@ from ..errors import (
 )
 from ..receipts import ReceiptCodec, new_queue_uid, new_signing_key
 from .base import Store, update_state_map
+from .memory_groups import GroupIndex
+from .memory_reads import queue_stats
 
 # A heap is rebuilt from its queue's messages once stale entries outnumber live ones by this much
 # (a workload that only ever receives with a channel filter never pops the schedule heap).
@@ -82,6 +93,7 @@ class _Message:
     last_error: str = ""
     attempt_id: str = ""  # the receive attempt of the latest delivery, until released
     source_queue: str | None = None  # set while in a dead letter queue
+    group: str | None = None  # None: none (domain.groups.stored_group)
     version: int = 0  # bumped at every schedule change; older heap entries are stale
 
     def order(self) -> tuple[float, int]:
@@ -118,6 +130,7 @@ class _Queue:
     dedup_expiries: list[tuple[float, str]] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
     state: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> pairs
+    groups: GroupIndex = field(default_factory=GroupIndex)
     dead_lettered_total: int = 0
     expired_total: int = 0
     deleted_total: int = 0
@@ -227,37 +240,12 @@ class MemoryStore(Store):
         queue.leased.clear()
         queue.expiries.clear()
         queue.by_attempt.clear()
+        queue.groups.clear()
         return count
 
     async def stats(self, name: str) -> QueueStats:
         now = self.clock.now()
-        queue = self._open_queue(name, now)
-        counts: dict[str, dict[MessageState, int]] = {}
-        oldest_visible: float | None = None
-        for message in queue.messages.values():
-            state = _state(message, now)
-            per_state = counts.setdefault(message.channel, dict.fromkeys(MessageState, 0))
-            per_state[state] += 1
-            if state is MessageState.VISIBLE and (
-                oldest_visible is None or message.enqueued_at < oldest_visible
-            ):
-                oldest_visible = message.enqueued_at
-        channels = {
-            channel: CountsByState(
-                visible=c[MessageState.VISIBLE],
-                leased=c[MessageState.LEASED],
-                delayed=c[MessageState.DELAYED],
-            )
-            for channel, c in counts.items()
-        }
-        return QueueStats.from_channels(
-            channels,
-            oldest_visible,
-            now,
-            dead_lettered_total=queue.dead_lettered_total,
-            expired_total=queue.expired_total,
-            deleted_total=queue.deleted_total,
-        )
+        return queue_stats(self._open_queue(name, now), now)
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -283,6 +271,7 @@ class MemoryStore(Store):
                 enqueued_at=now,
                 expires_at=expires_at,
                 visible_at=visible_at,
+                group=group_rules.stored_group(new.group, config),
             )
             self._insert(queue, message)
             if new.dedup_id:
@@ -315,7 +304,11 @@ class MemoryStore(Store):
 
         delivered: list[_Message] = []
         taken = 0  # bytes, for max_bytes
-        candidates = self._visible_in_order(queue, now, channel_filter)
+        candidates = (
+            queue.groups.candidates(queue.config, queue.messages, now, limit, channel_filter)
+            if queue.config.grouped
+            else self._visible_in_order(queue, now, channel_filter)
+        )
         while len(delivered) < limit and not bytes_reached(taken, max_bytes):
             message = next(candidates, None)
             if message is None:
@@ -476,9 +469,13 @@ class MemoryStore(Store):
             if max_messages and moved >= max_messages:
                 break
             to = target if target is not None else self._source_of(message, now)
-            if to is None:
-                continue  # no source to go back to: it stays
+            movable, group = (
+                (False, None) if to is None else redrive_group(message.group, to.config)
+            )
+            if to is None or not movable:
+                continue  # no source to go back to, or a FIFO one and no group: it stays
             self._remove(queue, message)  # also forgets its receive attempt
+            message.group = group
             message.delivery_count = 0
             message.visible_at = now
             message.leased = False
@@ -514,6 +511,7 @@ class MemoryStore(Store):
             )
         if dlq not in self._queues:
             raise InvalidArgument("config.dead_letter_queue", f"queue {dlq!r} does not exist")
+        check_dead_letter_pair(config, self._queues[dlq].config)
 
     def _new_key(self) -> int:
         key = self._next_key
@@ -578,6 +576,8 @@ class MemoryStore(Store):
     def _insert(self, queue: _Queue, message: _Message) -> None:
         queue.messages[message.key] = message
         heapq.heappush(queue.expiries, (message.expires_at, message.key))
+        if message.group is not None:
+            queue.groups.add(message.group, message.key)
         if message.attempt_id:
             queue.by_attempt.setdefault(message.attempt_id, set()).add(message.key)
         self._reindex(queue, message)
@@ -585,6 +585,8 @@ class MemoryStore(Store):
     def _remove(self, queue: _Queue, message: _Message) -> None:
         """Take the message out of the queue; its heap entries go stale."""
         del queue.messages[message.key]
+        if message.group is not None:
+            queue.groups.discard(message.group, message.key)
         queue.leased.discard(message.key)
         self._set_attempt(queue, message, "")
 
@@ -762,36 +764,30 @@ class MemoryStore(Store):
     # --- views --------------------------------------------------------------------------------
 
     def _delivered(self, queue: _Queue, message: _Message) -> DeliveredMessage:
-        return DeliveredMessage(
-            key=message.key,
-            message_id=message.message_id,
-            receipt=self._receipt(queue, message),
-            body=message.body,
-            attributes=dict(message.attributes),
-            channel=message.channel,
-            enqueued_at=message.enqueued_at,
-            expires_at=message.expires_at,
-            visible_at=message.visible_at,
-            delivery_count=message.delivery_count,
-            last_error=message.last_error,
-        )
+        return DeliveredMessage(receipt=self._receipt(queue, message), **_view(message))
 
     def _peeked(self, message: _Message, now: float) -> PeekedMessage:
         return PeekedMessage(
-            key=message.key,
-            message_id=message.message_id,
-            body=message.body,
-            attributes=dict(message.attributes),
-            channel=message.channel,
-            enqueued_at=message.enqueued_at,
-            expires_at=message.expires_at,
-            visible_at=message.visible_at,
-            delivery_count=message.delivery_count,
-            last_error=message.last_error,
             state=_state(message, now),
             receipt_seq=message.receipt_seq,
             source_queue=message.source_queue,
+            **_view(message),
         )
+
+
+_VIEW_FIELDS = (
+    "key", "message_id", "body", "channel", "enqueued_at", "expires_at", "visible_at",
+    "delivery_count", "last_error",
+)  # fmt: skip
+
+
+def _view(message: _Message) -> dict[str, Any]:
+    """What DeliveredMessage and PeekedMessage show of a message alike."""
+    view = {name: getattr(message, name) for name in _VIEW_FIELDS}
+    view["attributes"] = dict(message.attributes)
+    view["group"] = message.group or ""
+    view["sequence"] = 0 if message.group is None else message.key
+    return view
 
 
 __all__ = ["MemoryStore"]
