@@ -100,9 +100,22 @@ _VERSION_4_INDEXES = (
 )
 
 
+def rewrite_as_version_5(conn: sqlite3.Connection) -> None:
+    """Turn a file of the current schema into what version 5 wrote (inside the caller's
+    transaction): no message groups."""
+    for index in ("messages_group", "messages_group_visible"):
+        conn.execute(f"DROP INDEX {index}")
+    conn.execute("DROP TABLE groups")
+    conn.execute("ALTER TABLE messages DROP COLUMN grp")
+    for column in ("ordering", "content_based_dedup", "dedup_scope"):
+        conn.execute(f"ALTER TABLE queues DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value = 5 WHERE name = 'schema_version'")
+
+
 def rewrite_as_version_4(conn: sqlite3.Connection) -> None:
     """Turn a file of the current schema into what version 4 wrote (inside the caller's
     transaction): no lifetime classes, its four message indexes."""
+    rewrite_as_version_5(conn)
     for index in ("messages_visible", "messages_expiry", "messages_enqueued"):
         conn.execute(f"DROP INDEX {index}")
     conn.execute("DROP TABLE lifetimes")

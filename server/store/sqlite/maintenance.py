@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...domain import leases as decide
 from ...domain.limits import TOMBSTONE_SECONDS
+from .groups import Groups
 from .schema import _channel_clause, candidates_sql
 
 if TYPE_CHECKING:
@@ -63,6 +64,9 @@ class Maintenance:
             if len(rows) < page:
                 break
             cursor = (rows[-1][1], rows[-1][0])
+        grouped = found.config.grouped or any(to.config.grouped for to, _ in moves)
+        if grouped:
+            moves, groups_of = Groups(self.tx, found).redrive_plan(moves)
         self.tx._move_counts([(key, found.id, to.id) for to, key in moves])
         # A new expiry from now and the original enqueued_at: no lifetime class (class 0).
         for queue_id in {to.id for to, _ in moves}:
@@ -76,6 +80,8 @@ class Maintenance:
                 for to, key in moves
             ],
         )
+        if grouped:
+            Groups(self.tx, found).redriven(moves, groups_of)
         return len(moves)
 
     def _source(self, name: str | None, cache: dict[str, _Queue | None]) -> _Queue | None:

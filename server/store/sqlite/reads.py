@@ -23,6 +23,7 @@ from ...domain.types import (
 )
 from ...receipts import ReceiptCodec
 from .schema import (
+    GROUP_COUNTS_SQL,
     OLDEST_IN_CLASS_SQL,
     OLDEST_VISIBLE_SQL,
     ROW_COLUMNS,
@@ -126,7 +127,9 @@ def _delivered(
     visible_at: float,
 ) -> DeliveredMessage:
     """The message of a DELIVERED_COLUMNS row (and its visible_at), rarely set fields included."""
-    attributes, channel, last_error = json.loads(rare) if rare is not None else (None, "", "")
+    attributes, channel, last_error, group = (
+        json.loads(rare) if rare is not None else (None, "", "", None)
+    )
     return DeliveredMessage(
         key,
         message_id,
@@ -139,6 +142,8 @@ def _delivered(
         visible_at,
         delivery_count,
         last_error,
+        group or "",
+        0 if group is None else key,
     )
 
 
@@ -172,6 +177,7 @@ def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
             for channel, leased, delayed in conn.execute(UNAVAILABLE_SQL, (queue_id, now))
         }
         oldest = _oldest_visible(conn, queue_id, now)
+        groups, blocked = conn.execute(GROUP_COUNTS_SQL, (now, queue_id)).fetchone()
     finally:
         conn.execute("COMMIT")
     channels = {}
@@ -185,6 +191,8 @@ def stats_scan(conn: sqlite3.Connection, counters: StatsCounters) -> QueueStats:
         dead_lettered_total=counters.dead_lettered_total,
         expired_total=counters.expired_total,
         deleted_total=counters.deleted_total,
+        groups=groups,
+        blocked_groups=blocked,
     )
 
 
@@ -269,4 +277,6 @@ def _peeked(row: _Row, now: float) -> PeekedMessage:
         state=_state(row, now),
         receipt_seq=row.receipt_seq,
         source_queue=row.source_queue,
+        group=row.grp or "",
+        sequence=0 if row.grp is None else row.key,
     )

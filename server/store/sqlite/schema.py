@@ -14,13 +14,14 @@ from typing import Any, NamedTuple
 from ...domain.types import QueueConfig
 from ...receipts import new_signing_key
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """1: one tombstone row per deleted message. 2: one row per run of consecutive keys deleted by one
 operation with the same receipt_seq. 3: message counts by channel kept in channel_counts, and the
 messages_enqueued index, so that stats read no more than the queue's unavailable messages.
 4: queue_metadata. 5: messages' lifetime classes (see _LIFETIMES): one index answers both the
 expiry sweep and stats' oldest visible message, and live leases are counted from
-messages_visible, which now holds `leased` (MIGRATIONS).
+messages_visible, which now holds `leased` (MIGRATIONS). 6: message groups: queues' ordering,
+content_based_dedup and dedup_scope, messages' `grp` and the `groups` table (_GROUPS).
 queue_state and settings need no version: the schema statements make them (IF NOT EXISTS) in
 a file of any version, and a leaseq that does not know them leaves them alone."""
 
@@ -47,6 +48,9 @@ CREATE TABLE IF NOT EXISTS queues (
     max_delivery_count  INTEGER,
     max_in_flight       INTEGER NOT NULL,
     dedup_window        REAL NOT NULL,
+    ordering            INTEGER NOT NULL DEFAULT 1,
+    content_based_dedup INTEGER NOT NULL DEFAULT 0,
+    dedup_scope         INTEGER NOT NULL DEFAULT 1,
     dead_lettered_total INTEGER NOT NULL DEFAULT 0,
     expired_total       INTEGER NOT NULL DEFAULT 0,
     deleted_total       INTEGER NOT NULL DEFAULT 0
@@ -68,13 +72,15 @@ CREATE TABLE IF NOT EXISTS messages (
     last_error     TEXT NOT NULL DEFAULT '',
     attempt_id     TEXT,
     source_queue   TEXT,
-    lifetime       REAL NOT NULL DEFAULT 0  -- the message's lifetime class (_LIFETIMES)
+    lifetime       REAL NOT NULL DEFAULT 0, -- the message's lifetime class (_LIFETIMES)
+    grp            TEXT                     -- the message's group, NULL for none
 );
 {message_indexes}
 CREATE INDEX IF NOT EXISTS messages_attempt ON messages (queue, attempt_id)
     WHERE attempt_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_channel ON messages (queue, channel, visible_at)
     WHERE channel != '';
+{groups}
 
 -- Free-form name -> value pairs of a queue (Azure's queue metadata), a JSON object.
 CREATE TABLE IF NOT EXISTS queue_metadata (
@@ -153,6 +159,9 @@ _MESSAGE_INDEXES = """
 CREATE INDEX IF NOT EXISTS messages_visible ON messages (queue, visible_at, key, leased);
 CREATE INDEX IF NOT EXISTS messages_expiry ON messages (queue, lifetime, expires_at);
 CREATE INDEX IF NOT EXISTS messages_enqueued ON messages (queue, enqueued_at) WHERE lifetime = 0;
+CREATE INDEX IF NOT EXISTS messages_group ON messages (queue, grp) WHERE grp IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_group_visible ON messages (queue, grp, visible_at)
+    WHERE grp IS NOT NULL;
 CREATE TABLE IF NOT EXISTS lifetimes (
     queue    INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
     lifetime REAL NOT NULL,
@@ -179,6 +188,25 @@ CREATE TABLE IF NOT EXISTS tombstones (
 CREATE INDEX IF NOT EXISTS tombstones_age ON tombstones (deleted_at);
 """
 _SCHEMA = _SCHEMA.replace("{tombstones}", _TOMBSTONES)
+
+# Message groups (domain.groups): one row per group holding messages of a FIFO or FAIR queue,
+# with the instant a receive may deliver from it (ready_at) and, FAIR, when it was last served
+# (turn). Receives find ready groups by groups_ready (FIFO, oldest first) or groups_turn (FAIR,
+# least recently served first), then the group's messages by messages_group (key order: FIFO)
+# or messages_group_visible (delivery order: FAIR). Only messages with a group are in those
+# two partial indexes: a queue without groups pays nothing for them.
+_GROUPS = """
+CREATE TABLE IF NOT EXISTS groups (
+    queue    INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    name     TEXT NOT NULL,
+    ready_at REAL NOT NULL,
+    turn     INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS groups_ready ON groups (queue, ready_at);
+CREATE INDEX IF NOT EXISTS groups_turn ON groups (queue, turn);
+"""
+_SCHEMA = _SCHEMA.replace("{groups}", _GROUPS)
 
 # Statements that bring a file of version N - 1 to version N, in the writer's transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -207,6 +235,13 @@ MIGRATIONS: dict[int, list[str]] = {
         "DROP INDEX IF EXISTS messages_enqueued",
         "INSERT OR IGNORE INTO lifetimes (queue, lifetime) SELECT DISTINCT queue, 0 FROM messages",
     ],
+    # The schema statements made `groups`; messages_group* are made after the migrations.
+    6: [
+        "ALTER TABLE queues ADD COLUMN ordering INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE queues ADD COLUMN content_based_dedup INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE queues ADD COLUMN dedup_scope INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE messages ADD COLUMN grp TEXT",
+    ],
 }
 
 # --- statements used on hot paths (module constants so the query-plan tests check these) ------
@@ -222,7 +257,7 @@ QUEUE_BY_NAME_SQL = f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?"
 SWEEP_SQL = (
     "DELETE FROM messages WHERE queue = ?1"
     " AND lifetime IN (SELECT lifetime FROM lifetimes WHERE queue = ?1) AND expires_at <= ?2"
-    " RETURNING channel"
+    " RETURNING channel, grp"
 )
 
 # Records a lifetime class of a queue (rowcount 1 when it is new).
@@ -236,7 +271,7 @@ COUNT_CHANNEL_SQL = (
 
 INSERT_MESSAGE_SQL = (
     "INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,"
-    " expires_at, visible_at, lifetime) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " expires_at, visible_at, lifetime, grp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 # Sends insert their rows INSERT_ROWS at a time with one multi-row INSERT ... VALUES, not one
@@ -251,9 +286,9 @@ INSERT_ROWS = (100, 10, 1)
 
 @functools.cache  # one str object per shape: its hash, the statement cache's key, is kept
 def insert_rows_sql(count: int) -> str:
-    """INSERT_MESSAGE_SQL for `count` rows of 9 parameters each."""
+    """INSERT_MESSAGE_SQL for `count` rows of 10 parameters each."""
     return INSERT_MESSAGE_SQL.replace(
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?)", ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * count)
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * count)
     )
 
 
@@ -263,9 +298,9 @@ def insert_bodies_sql(count: int) -> str:
     parameters ?1-?5 are the queue, enqueued_at, expires_at, visible_at and lifetime they share,
     then a message_id and a body per message."""
     rows = ", ".join(
-        f"(?1, ?{6 + 2 * i}, ?{7 + 2 * i}, NULL, '', ?2, ?3, ?4, ?5)" for i in range(count)
+        f"(?1, ?{6 + 2 * i}, ?{7 + 2 * i}, NULL, '', ?2, ?3, ?4, ?5, NULL)" for i in range(count)
     )
-    return INSERT_MESSAGE_SQL.replace("(?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    return INSERT_MESSAGE_SQL.replace("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 # Live leases of a queue: the messages_visible range after now (leased and delayed messages),
@@ -299,6 +334,9 @@ UNAVAILABLE_SQL = (
     " WHERE queue = ? AND visible_at > ? GROUP BY channel"
 )
 
+# A grouped queue's groups and those not ready at now (parameters: now, queue).
+GROUP_COUNTS_SQL = "SELECT COUNT(*), COALESCE(SUM(ready_at > ?), 0) FROM groups WHERE queue = ?"
+
 NEXT_VISIBLE_SQL = "SELECT MIN(visible_at) FROM messages WHERE queue = ? AND visible_at > ?"
 
 # Deliveries and deletes name their messages in one JSON array bound as ONE parameter: a single
@@ -314,8 +352,8 @@ NEXT_VISIBLE_SQL = "SELECT MIN(visible_at) FROM messages WHERE queue = ? AND vis
 # the receive's part of the cycle at batch 100.
 DELIVERED_COLUMNS = (
     "key, message_id, body, enqueued_at, expires_at, delivery_count, receipt_seq,"
-    " CASE WHEN attributes IS NULL AND channel = '' AND last_error = '' THEN NULL"
-    " ELSE json_array(attributes, channel, last_error) END"
+    " CASE WHEN attributes IS NULL AND channel = '' AND last_error = '' AND grp IS NULL THEN NULL"
+    " ELSE json_array(attributes, channel, last_error, grp) END"
 )
 
 # Parameters: visible_at, leased, attempt_id, JSON array of keys. RETURNING gives the rows after
@@ -366,6 +404,7 @@ class _Row(NamedTuple):
     receipt_seq: int
     last_error: str
     source_queue: str | None
+    grp: str | None
 
 
 ROW_COLUMNS = ", ".join(_Row._fields)

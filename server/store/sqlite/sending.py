@@ -10,8 +10,10 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ...domain import leases as decide
+from ...domain.groups import stored_group
 from ...domain.rules import new_message_ids
 from ...domain.types import NewMessage, SendOutcome
+from .groups import Groups
 from .schema import (
     COUNT_CHANNEL_SQL,
     INSERT_ROWS,
@@ -54,6 +56,7 @@ def _plain(message: NewMessage) -> bool:
         and message.delay is None
         and message.ttl is None
         and not message.dedup_id
+        and not message.group
     )
 
 
@@ -66,7 +69,7 @@ class Sends:
     def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
         found = self.tx.queue(name)
         config, now = found.config, self.tx.now
-        if all(_plain(m) for m in messages):
+        if not config.grouped and all(_plain(m) for m in messages):
             return [SendOutcome(i) for i in self._insert_bodies(found, list(map(_BODY, messages)))]
         known = self._live_dedup(found, {m.dedup_id for m in messages if m.dedup_id})
         outcomes: list[SendOutcome] = []
@@ -94,6 +97,7 @@ class Sends:
                     expires_at,
                     visible_at,
                     classes[ttl],
+                    stored_group(m.group, config),
                 )
             )
             outcomes.append(SendOutcome(message_id))
@@ -106,6 +110,8 @@ class Sends:
                     records.append((found.id, m.dedup_id, message_id, until))
         self._insert_rows(rows)
         self.tx._count(found.id, [row[4] for row in rows], 1)
+        if config.grouped:
+            Groups(self.tx, found).sent([(row[9], row[7]) for row in rows])
         if records:
             self.tx.conn.executemany(
                 "INSERT OR REPLACE INTO dedup (queue, dedup_id, message_id, until)"
@@ -254,7 +260,7 @@ class Sends:
         """INSERT_MESSAGE_SQL's rows, a multi-row statement at a time (schema.INSERT_ROWS)."""
         values = list(chain.from_iterable(rows))
         for start, count in _statements(len(rows)):
-            self.tx.conn.execute(insert_rows_sql(count), values[9 * start : 9 * (start + count)])
+            self.tx.conn.execute(insert_rows_sql(count), values[10 * start : 10 * (start + count)])
 
     def _live_dedup(self, found: _Queue, dedup_ids: set[str]) -> dict[str, str]:
         """dedup_id -> original message_id, for the ids still inside their window."""

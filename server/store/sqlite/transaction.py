@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ...domain import leases as decide
 from ...domain.leases import Lease, Tombstone, fence, fence_lease, lease_result
-from ...domain.rules import bytes_reached
+from ...domain.rules import bytes_reached, check_dead_letter_pair
 from ...domain.types import (
     AllDeleted,
     DeleteOutcome,
@@ -35,6 +35,7 @@ from ...errors import (
     QueueNotFound,
 )
 from ...receipts import ReceiptCodec, new_queue_uid
+from .groups import Groups
 from .maintenance import Maintenance
 from .reads import Decoded, Delivery, StatsCounters
 from .schema import (
@@ -182,9 +183,12 @@ class _Tx:
         found = self.find_queue(name)
         if found is None:
             raise QueueNotFound(name)
-        channels = [channel for (channel,) in self.conn.execute(SWEEP_SQL, (found.id, self.now))]
-        if not channels:
+        swept = self.conn.execute(SWEEP_SQL, (found.id, self.now)).fetchall()
+        if not swept:
             return found
+        channels = [channel for channel, _ in swept]
+        if found.config.grouped:
+            Groups(self, found).refresh(group for _, group in swept)
         expired = len(channels)
         self._count(found.id, channels, -1)
         self.conn.execute(
@@ -200,8 +204,10 @@ class _Tx:
             raise InvalidArgument(
                 "config.dead_letter_queue", "a queue cannot be its own dead letter queue"
             )
-        if self.find_queue(dlq) is None:
+        target = self.find_queue(dlq)
+        if target is None:
             raise InvalidArgument("config.dead_letter_queue", f"queue {dlq!r} does not exist")
+        check_dead_letter_pair(config, target.config)
 
     def create_queue(self, name: str, config: QueueConfig) -> QueueInfo:
         existing = self.find_queue(name)
@@ -280,6 +286,7 @@ class _Tx:
         found = self.queue(name)
         self.conn.execute("DELETE FROM channel_counts WHERE queue = ?", (found.id,))
         self.conn.execute("DELETE FROM lifetimes WHERE queue = ?", (found.id,))
+        Groups(self, found).purge()
         return self.conn.execute("DELETE FROM messages WHERE queue = ?", (found.id,)).rowcount
 
     def stats_counters(self, name: str) -> StatsCounters:
@@ -326,8 +333,14 @@ class _Tx:
             if replay is not None:
                 return self._delivery(found, replay)
         limit = self._delivery_limit(found, max_messages, timeout)
-        keys, keys_json = self._pick(found, limit, channel_filter, max_bytes)
-        delivered = self._deliver(found, keys, timeout, attempt_id, keys_json)
+        if found.config.grouped:
+            groups = Groups(self, found)
+            keys, served = groups.pick(limit, channel_filter, max_bytes)
+            delivered = self._deliver(found, keys, timeout, attempt_id)
+            groups.delivered(served)
+        else:
+            keys, keys_json = self._pick(found, limit, channel_filter, max_bytes)
+            delivered = self._deliver(found, keys, timeout, attempt_id, keys_json)
         if timeout > 0:
             self.lease_ceilings[found.id] += len(delivered)
         if attempt_id and delivered:
@@ -563,6 +576,9 @@ class _Tx:
             changes, decoded, leases, tombstones, self.now
         )
         self._write_leases(changed.values())
+        if found.config.grouped and changed:
+            groups = Groups(self, found)
+            groups.refresh(groups.of_keys(changed))
         return results
 
     def _write_leases(self, leases: Iterable[Lease]) -> None:
@@ -592,6 +608,33 @@ class _Tx:
     ) -> DeleteOutcome:
         found = self.queue(name)
         decoded = self._decode(found, receipts, predecoded)
+        if found.config.grouped:
+            return self._grouped_delete(found, receipts, attempt_ids, decoded)
+        return self._delete(found, receipts, attempt_ids, decoded)
+
+    def _grouped_delete(
+        self,
+        found: _Queue,
+        receipts: list[str],
+        attempt_ids: Sequence[str],
+        decoded: list[tuple[int, int] | None],
+    ) -> DeleteOutcome:
+        """_delete, then the groups of what it deleted read again."""
+        groups = Groups(self, found)
+        touched = groups.of_keys(d[0] for d in decoded if d is not None)
+        for attempt_id in attempt_ids:
+            touched |= groups.of_attempt(attempt_id)
+        outcome = self._delete(found, receipts, attempt_ids, decoded)
+        groups.refresh(touched)
+        return outcome
+
+    def _delete(
+        self,
+        found: _Queue,
+        receipts: list[str],
+        attempt_ids: Sequence[str],
+        decoded: list[tuple[int, int] | None],
+    ) -> DeleteOutcome:
         # The common case first, in one statement: every receipt that is its message's current
         # one deletes it (fence's step 3 passes exactly when receipt_seq matches in this queue).
         deleted = self._delete_current(found, {d for d in decoded if d is not None})
@@ -733,6 +776,9 @@ class _Tx:
                 key,
             ),
         )
+        if found.config.grouped:
+            groups = Groups(self, found)
+            groups.refresh(groups.of_keys([key]))
         return UpdatedMessage(key, self.codec.encode(found.uid, key, seq + 1), lease.visible_at)
 
     # -- redrive and housekeeping (maintenance.py) --------------------------------------------
