@@ -307,6 +307,36 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             """,
         ],
     ),
+    (
+        6,
+        [
+            # Message groups (domain.groups). Adding columns with constant defaults rewrites
+            # nothing. A FIFO or FAIR queue keeps one row per group holding messages: when a
+            # receive may deliver from it (ready_at) and, FAIR, when it was last served (turn).
+            # A receive locks the group rows it delivers from (FOR UPDATE SKIP LOCKED), so two
+            # replicas never lease messages of one FIFO group at once (groups.py). Idempotent
+            # (IF NOT EXISTS): the migration tests add it to older versions' schemas.
+            "ALTER TABLE {schema}.queues ADD COLUMN IF NOT EXISTS ordering smallint NOT NULL"
+            " DEFAULT 1, ADD COLUMN IF NOT EXISTS content_based_dedup boolean NOT NULL"
+            " DEFAULT false, ADD COLUMN IF NOT EXISTS dedup_scope smallint NOT NULL DEFAULT 1",
+            'ALTER TABLE {schema}.messages ADD COLUMN IF NOT EXISTS grp text COLLATE "C"',
+            "CREATE INDEX IF NOT EXISTS messages_group ON {schema}.messages (queue, grp, key)"
+            " WHERE grp IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS messages_group_visible"
+            " ON {schema}.messages (queue, grp, visible_at, key) WHERE grp IS NOT NULL",
+            f"""
+            CREATE TABLE IF NOT EXISTS {{schema}}.groups (
+                queue    bigint NOT NULL,
+                name     text COLLATE "C" NOT NULL,
+                ready_at float8 NOT NULL,
+                turn     bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (queue, name)
+            ) WITH (fillfactor = 70, {_AUTOVACUUM})
+            """,
+            "CREATE INDEX IF NOT EXISTS groups_ready ON {schema}.groups (queue, ready_at, name)",
+            "CREATE INDEX IF NOT EXISTS groups_turn ON {schema}.groups (queue, turn, name)",
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

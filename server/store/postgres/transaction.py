@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import psycopg
 
 from ...domain.leases import Lease, Tombstone, message_state
-from ...domain.rules import message_size
+from ...domain.rules import check_dead_letter_pair, message_size
 from ...domain.types import DeliveredMessage, PeekedMessage, QueueConfig, QueueInfo
 from ...errors import (
     InvalidArgument,
@@ -162,6 +162,8 @@ class _Tx:
         return None if row is None else _Queue.from_row(row)
 
     async def check_dead_letter_queue(self, name: str, config: QueueConfig) -> None:
+        if config.grouped:  # until this store delivers by group
+            raise InvalidArgument("config.ordering", "the PostgreSQL store has no groups yet")
         dlq = config.dead_letter_queue
         if not dlq:
             return
@@ -171,8 +173,10 @@ class _Tx:
             )
         # FOR KEY SHARE: a concurrent DeleteQueue of the dead letter queue waits for this
         # transaction, then sees this queue using it.
-        if await self.find_queue(dlq, "FOR KEY SHARE") is None:
+        target = await self.find_queue(dlq, "FOR KEY SHARE")
+        if target is None:
             raise InvalidArgument("config.dead_letter_queue", f"queue {dlq!r} does not exist")
+        check_dead_letter_pair(config, target.config)
 
     # -- messages ----------------------------------------------------------------------------
 
