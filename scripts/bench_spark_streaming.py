@@ -13,6 +13,11 @@ moves both sides. The figures are the medians over the rounds, with their range.
 
 Measures (N messages of 100 bytes, SQLite store, `local[2]`, a real `leaseq serve`):
 
+- floor-parquet: the floor of any Python streaming source on this machine: a do-nothing
+  Python data source (`leaseq-floor`, below: no server, each partition yields Arrow batches of
+  10,000 rows built once per worker, with the three columns the query keeps) planned as the
+  leaseq source plans (the same micro-batches, partitions and AvailableNow budget), into
+  parquet. Its ratio is what the leaseq source would reach if leasing and deleting were free.
 - source-parquet: `spark.readStream.format("leaseq")` with Trigger.AvailableNow into parquet,
   until the queue is empty (preloaded, not timed); rows/s over the query's wall time. The
   reader's schema names the three columns the query keeps (`.schema("message_id string, body
@@ -25,12 +30,14 @@ Measures (N messages of 100 bytes, SQLite store, `local[2]`, a real `leaseq serv
 - consume_process_ack: 2 tasks, batches of 10,000, `fn` writing each batch to parquet.
 
 The split of the source's runs (summed over the query's micro-batches, in seconds and us per
-row): Spark's own durations (`durationMs` of each progress: latestOffset, queryPlanning,
+row): the query's start and stop (before its first trigger, between triggers, after its last),
+Spark's own durations (`durationMs` of each progress: latestOffset, queryPlanning,
 getBatch, addBatch: the Spark job that reads the partitions, hands the Arrow batches to the JVM
 and runs the sink; walCommit: the offset log and the source's commit; commitOffsets), what the
 source reports (`reportLatestOffset`: its commits' DeleteMessages, and how long a commit waited
-for the one before it), and inside the tasks (each partition's progress line, read back with
-`spark.tvf.python_worker_logs()`): receiving, the Arrow batches' sort and cast, and the time the
+for the one before it), and inside the tasks (each partition's progress line, appended by the executors to the
+file named by LEASEQ_SPARK_PROGRESS_FILE, which this script sets): the worker's first client,
+receiving, the Arrow batches' sort and cast, and the time the
 generator waited for the JVM to take a batch (the hand-over, and behind it the sink).
 An untimed warm-up of each measure runs first (the JVM's JIT compilers otherwise spend several
 us of CPU per row of the first timed run). Each run checks its result: the queue empty and
@@ -55,9 +62,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _cpu import cpu_by_role, delta  # noqa: E402
+
+# leaseq.spark_ext._executor.PROGRESS_FILE_ENV (not imported here: Spark starts first).
+PROGRESS_FILE_ENV = "LEASEQ_SPARK_PROGRESS_FILE"
 from _local_spark import local_spark  # noqa: E402  (scripts/ is on sys.path: the script's folder)
 
 MEASURES = (
+    "floor-parquet",
     "source-parquet",
     "source-parquet-all-columns",
     "source-noop",
@@ -75,8 +86,101 @@ SPARK_PHASES = (
     "commitOffsets",
 )
 _TASK_LINE = re.compile(
-    r"leaseq stream \S+ of queue \S+: ([\d,]+) messages received in ([\d.]+) s .*receive "
-    r"([\d.]+) s, arrow ([\d.]+) s, hand-over ([\d.]+) s"
+    r"leaseq stream \S+ of queue \S+: ([\d,]+) messages received in ([\d.]+) s .*client "
+    r"([\d.]+) s, receive ([\d.]+) s, arrow ([\d.]+) s, hand-over ([\d.]+) s"
+)
+
+
+def floor_source() -> Any:
+    """The `leaseq-floor` streaming data source (defined here, so Spark pickles it by value)."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    from leaseq.spark_ext.streaming import BatchPlan
+
+    rows_per_batch = 10_000
+    cache: dict[str, Any] = {}
+
+    def arrow_batch() -> Any:
+        if "batch" not in cache:
+            ids = [f"01JFLOOR{i:018d}" for i in range(rows_per_batch)]
+            bodies = [f"{i:<100}".encode() for i in range(rows_per_batch)]
+            cache["batch"] = pa.RecordBatch.from_arrays(
+                [
+                    pa.array(ids, pa.string()),
+                    pa.array(bodies, pa.binary()),
+                    pa.array([1] * rows_per_batch, pa.int32()),
+                ],
+                names=["message_id", "body", "delivery_count"],
+            )
+        return cache["batch"]
+
+    class FloorPartition(InputPartition):
+        def __init__(self, rows: int) -> None:
+            super().__init__(rows)
+            self.rows = rows
+
+    class FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, options: Any) -> None:
+            self.total = int(options["rows"])
+            self.per_trigger = int(options.get("maxMessagesPerTrigger", 50_000))
+            self.num_partitions = int(options.get("numPartitions", os.cpu_count() or 1))
+            self.budget = self.total
+
+        def initialOffset(self) -> dict[str, Any]:
+            return {"query": "floor", "batch": 0, "messages": 0, "partitions": 0, "taken": 0}
+
+        def getDefaultReadLimit(self) -> Any:
+            return ReadMaxRows(self.per_trigger) if self.per_trigger > 0 else ReadAllAvailable()
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            self.budget = self.total
+
+        def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
+            left = self.total - int(start["taken"])
+            take = min(left, self.budget, limit.max_rows if hasattr(limit, "max_rows") else left)
+            if take <= 0:
+                return start
+            self.budget -= take
+            plan = BatchPlan.plan("floor", int(start["batch"]) + 1, take, self.num_partitions)
+            return {**plan.offset(), "taken": int(start["taken"]) + take}
+
+        def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
+            plan = BatchPlan.from_offset(end)
+            if plan.batch <= int(start["batch"]):
+                return []
+            return [FloorPartition(size) for size in plan.sizes()]
+
+        def read(self, partition: Any) -> Any:
+            batch = arrow_batch()
+            for start in range(0, partition.rows, rows_per_batch):
+                yield batch.slice(0, min(rows_per_batch, partition.rows - start))
+
+        def commit(self, end: dict[str, Any]) -> None:
+            pass
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "leaseq-floor"
+
+        def schema(self) -> str:
+            return SELECTED
+
+        def streamReader(self, schema: Any) -> Any:
+            return FloorReader(self.options)
+
+    return FloorSource
+
+
+_SINK_LINE = re.compile(
+    r"leaseq sink batch \S+ partition \d+ of queue \S+: ([\d,]+) rows in ([\d.]+) s .*input "
+    r"([\d.]+) s, sends ([\d.]+) s"
 )
 
 
@@ -89,6 +193,37 @@ def raw_cycle(seconds: float) -> float:
         text=True,
     ).stdout
     return float(out.split()[0])
+
+
+def run_query(writer: Any) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Start the query, wait for its end: its progress, and the seconds before its first
+    trigger (``start()``, then to the first trigger: the source's runner process starting),
+    between its triggers, and after its last (stop: the source's and sink's close)."""
+    from datetime import datetime
+
+    t0 = time.time()
+    query = writer.start()
+    started = time.time()
+    query.awaitTermination()
+    ended = time.time()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    progress = query.recentProgress
+    if not progress:
+        return progress, {}
+
+    def at(p: dict[str, Any]) -> float:
+        return datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+
+    first, last = at(progress[0]), at(progress[-1])
+    last_end = last + progress[-1]["durationMs"].get("triggerExecution", 0) / 1e3
+    busy = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1e3
+    return progress, {
+        "start() call": started - t0,
+        "start() to the first trigger": first - started,
+        "between triggers": (last_end - first) - busy,
+        "after the last trigger (stop)": ended - last_end,
+    }
 
 
 class Bench:
@@ -160,14 +295,7 @@ class Bench:
         if sink == "parquet":
             writer = writer.option("path", str(out))
 
-        def run() -> Any:
-            query = writer.start()
-            query.awaitTermination()
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-            return query.recentProgress
-
-        wall, cpu, progress = self.timed(run)
+        wall, cpu, (progress, edges) = self.timed(lambda: run_query(writer))
         rows = sum(p["numInputRows"] for p in progress)
         assert rows == n, f"read {rows} of {n}"
         stats = self.client.stats(name)
@@ -186,38 +314,64 @@ class Bench:
             batches_s=batches_s,
             data_batches=sum(1 for p in progress if p["numInputRows"]),
             batches=len(progress),
+            edges=edges,
             source=reported,
             tasks=self.task_split(name),
         )
 
-    def task_split(self, queue: str) -> dict[str, float]:
-        """The partitions' own lines of this query (the worker logs keep every query's)."""
-        from pyspark.sql import functions as F
-
-        lines = (
-            self.spark.tvf.python_worker_logs()
-            .filter(F.col("msg").contains(f" of queue {queue}:"))
-            .select("msg")
-            .collect()
+    def floor(self, n: int) -> dict[str, Any]:
+        name = self._name("floor")
+        out = self.work / f"out-{name}"
+        reader = self.spark.readStream.format("leaseq-floor").option("rows", n)
+        for key, value in self.args.source_options.items():
+            reader = reader.option(key, value)
+        writer = (
+            reader.load()
+            .writeStream.format("parquet")
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(self.work / f"chk-{name}"))
+            .option("path", str(out))
         )
-        totals = {
-            "tasks": 0.0,
-            "rows": 0.0,
-            "task": 0.0,
-            "receive": 0.0,
-            "arrow": 0.0,
-            "hand-over": 0.0,
-        }
-        for line in lines:
-            found = _TASK_LINE.search(line.msg)
+
+        wall, cpu, (progress, edges) = self.timed(lambda: run_query(writer))
+        rows = sum(p["numInputRows"] for p in progress)
+        assert rows == n == self.spark.read.parquet(str(out)).count(), f"read {rows} of {n}"
+        spark_s = {k: sum(p["durationMs"].get(k, 0) for p in progress) / 1e3 for k in SPARK_PHASES}
+        batches_s = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1e3
+        return dict(
+            wall=wall,
+            cpu=cpu,
+            rows=n,
+            spark=spark_s,
+            batches_s=batches_s,
+            data_batches=sum(1 for p in progress if p["numInputRows"]),
+            batches=len(progress),
+            edges=edges,
+            source={},
+            tasks={"tasks": 0.0},
+        )
+
+    @staticmethod
+    def progress_lines(containing: str) -> list[str]:
+        path = Path(os.environ[PROGRESS_FILE_ENV])
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [line for line in lines if containing in line]
+
+    def task_split(self, queue: str) -> dict[str, float]:
+        """The partitions' progress lines of this query, from the executors' progress file."""
+        totals = dict.fromkeys(("tasks", "rows", "task", "client", "receive", "arrow"), 0.0)
+        totals["hand-over"] = 0.0
+        for line in self.progress_lines(f" of queue {queue}:"):
+            found = _TASK_LINE.search(line)
             if found:
-                rows, total, receive, arrow, handover = found.groups()
+                rows, total, client, receive, arrow, handover = found.groups()
                 totals["tasks"] += 1
                 totals["rows"] += float(rows.replace(",", ""))
-                totals["task"] += float(total)
-                totals["receive"] += float(receive)
-                totals["arrow"] += float(arrow)
-                totals["hand-over"] += float(handover)
+                for key, value in zip(
+                    ("task", "client", "receive", "arrow", "hand-over"),
+                    (total, client, receive, arrow, handover),
+                ):
+                    totals[key] += float(value)
         return totals
 
     def sink(self, n: int) -> dict[str, Any]:
@@ -234,15 +388,32 @@ class Bench:
             .option("checkpointLocation", str(self.work / f"chk-{name}"))
         )
 
-        def run() -> Any:
-            query = writer.start()
-            query.awaitTermination()
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-
-        wall, cpu, _ = self.timed(run)
+        wall, cpu, (progress, edges) = self.timed(lambda: run_query(writer))
         assert self.client.stats(name).visible == n
-        return dict(wall=wall, cpu=cpu, rows=n)
+        spark_s = {k: sum(p["durationMs"].get(k, 0) for p in progress) / 1e3 for k in SPARK_PHASES}
+        batches_s = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1e3
+        tasks = dict.fromkeys(("tasks", "rows", "task", "input", "sends"), 0.0)
+        for line in self.progress_lines(f" of queue {name}:"):
+            found = _SINK_LINE.search(line)
+            if found:
+                rows, total, waited, sends = found.groups()
+                tasks["tasks"] += 1
+                tasks["rows"] += float(rows.replace(",", ""))
+                tasks["task"] += float(total)
+                tasks["input"] += float(waited)
+                tasks["sends"] += float(sends)
+        return dict(
+            wall=wall,
+            cpu=cpu,
+            rows=n,
+            spark=spark_s,
+            batches_s=batches_s,
+            data_batches=sum(1 for p in progress if p["numInputRows"]),
+            batches=len(progress),
+            edges=edges,
+            source={},
+            tasks=tasks,
+        )
 
     def write_queue(self, n: int) -> dict[str, Any]:
         from leaseq.spark_ext import write_queue
@@ -300,6 +471,8 @@ class Bench:
         raise AssertionError("unreachable")
 
     def _measure(self, kind: str, n: int) -> dict[str, Any]:
+        if kind == "floor-parquet":
+            return self.floor(n)
         if kind == "source-parquet":
             return self.source("parquet", n)
         if kind == "source-parquet-all-columns":
@@ -337,33 +510,37 @@ def print_split(runs: list[dict[str, Any]]) -> None:
         [r["wall"] - r["batches_s"] for r in runs],
         rows,
     )
+    for edge in runs[0]["edges"]:
+        line(f"    {edge}", [r["edges"].get(edge, 0.0) for r in runs], rows)
+    line("  micro-batches (triggerExecution)", [r["batches_s"] for r in runs], rows)
     for phase in SPARK_PHASES:
         line(f"  {phase}", [r["spark"][phase] for r in runs], rows)
-    line(
-        "    of walCommit: the source's commits (delete)",
-        [r["source"].get("commitSeconds", 0.0) for r in runs],
-        rows,
-    )
-    line(
-        "    of walCommit: waiting for the commit before",
-        [r["source"].get("commitWaitSeconds", 0.0) for r in runs],
-        rows,
-    )
-    line(
-        "    of latestOffset: the source's GetQueueStats",
-        [r["source"].get("planSeconds", 0.0) for r in runs],
-        rows,
-    )
+    if any(r["source"] for r in runs):
+        line(
+            "    of walCommit: the source's commits (delete)",
+            [r["source"].get("commitSeconds", 0.0) for r in runs],
+            rows,
+        )
+        line(
+            "    of walCommit: waiting for the commit before",
+            [r["source"].get("commitWaitSeconds", 0.0) for r in runs],
+            rows,
+        )
+        line(
+            "    of latestOffset: the source's GetQueueStats",
+            [r["source"].get("planSeconds", 0.0) for r in runs],
+            rows,
+        )
     tasks = [r["tasks"] for r in runs if r["tasks"]["tasks"]]
     if tasks:
         print(
             f"  inside the tasks (summed over {statistics.median([t['tasks'] for t in tasks]):.0f}"
             " partitions a run; they run 2 at a time):"
         )
-        for key in ("task", "receive", "arrow", "hand-over"):
+        for key in [k for k in tasks[0] if k not in ("tasks", "rows")]:
             line(f"  {key}", [t[key] for t in tasks], rows)
     else:
-        print("  inside the tasks: no partition lines found in the worker logs")
+        print("  inside the tasks: no partition lines (the floor source logs none)")
     print(
         "  data micro-batches "
         + ", ".join(str(r["data_batches"]) for r in runs)
@@ -402,13 +579,14 @@ def main() -> None:
         parser.error(f"unknown measures: {', '.join(sorted(unknown))}")
     args.source_options = dict(o.split("=", 1) for o in args.source_option)
 
+    progress_file = Path(tempfile.mkdtemp(prefix="leaseq-bench-progress-")) / "tasks.log"
+    os.environ[PROGRESS_FILE_ENV] = str(progress_file)  # inherited by the JVM and its workers
     # Spark first, then any gRPC channel in this process (leaseq.spark_ext's start-up order).
     spark = local_spark(
         "leaseq-bench-streaming",
         **{
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.shuffle.partitions": "2",
-            "spark.sql.pyspark.worker.logging.enabled": "true",
             # A loaded machine starts a Python process in more than the default 15 s.
             "spark.python.authenticate.socketTimeout": "120s",
         },
@@ -419,6 +597,7 @@ def main() -> None:
     from tests.support.process import ServerProcess, free_port
 
     register(spark)
+    spark.dataSource.register(floor_source())
     work = Path(tempfile.mkdtemp(prefix="leaseq-bench-streaming-"))
     server = ServerProcess(f"sqlite:///{work}/bench.db", free_port(), work / "server.log")
     server.start()
@@ -476,7 +655,14 @@ def main() -> None:
             f"{_median_range([r['rate'] / r['raw'] for r in runs], '.2f'):>18}  "
             + ", ".join(f"{v:.1f}" for v in cpu.values())
         )
-    for kind in ("source-parquet", "source-parquet-all-columns", "source-noop"):
+    split_of = (
+        "floor-parquet",
+        "source-parquet",
+        "source-parquet-all-columns",
+        "source-noop",
+        "sink",
+    )
+    for kind in split_of:
         if results.get(kind):
             print(f"\n{kind}:")
             print_split(results[kind])

@@ -25,6 +25,7 @@ __all__ = [
     "client_for",
     "LeaseKeeper",
     "SPARK_MESSAGE_DDL",
+    "PROGRESS_FILE_ENV",
     "progress_logger",
     "spark_arrow_schema",
 ]
@@ -92,7 +93,26 @@ def progress_logger() -> logging.Logger:
     logger = logging.getLogger("leaseq.spark_ext")
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.INFO)
+    _add_progress_file(logger)
     return logger
+
+
+PROGRESS_FILE_ENV = "LEASEQ_SPARK_PROGRESS_FILE"
+"""When set in the executors' environment, their progress lines are also appended to this file
+(one line each). Spark captures no log of a Python data source's ``read`` (its worker logs
+cover UDFs and ``mapInArrow`` only): this is how a benchmark reads the stream partitions' lines."""
+
+
+def _add_progress_file(logger: logging.Logger) -> None:
+    path = os.environ.get(PROGRESS_FILE_ENV)
+    if not path:
+        return
+    path = os.path.abspath(path)
+    if any(getattr(h, "baseFilename", None) == path for h in logger.handlers):
+        return
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
 
 
 # The Spark side of MESSAGE_SCHEMA (Spark's columns are nullable; times are TIMESTAMP, UTC).

@@ -48,7 +48,15 @@ __all__ = [
 _log = logging.getLogger("leaseq.spark_ext")
 FAILURE_SAMPLES = 5  # failure reasons kept per partition, and shown in the warning
 _COUNTS = ("batches", "received", "acked", "failed", "lost")
-_DONE_STATUSES = pa.array(sorted(_DONE), pa.string())
+
+
+def _done_statuses() -> pa.Array:
+    # Made when a task needs it, not at import: pyarrow imports pandas (about a second on a
+    # loaded machine) the first time it converts Python objects, and every Python process Spark
+    # starts for the "leaseq" source or sink imports this package.
+    return pa.array(sorted(_DONE), pa.string())
+
+
 # Where a task's time went: receiving (the server's receive and the conversion to Arrow),
 # fn, and settling (acks and releases).
 _PHASES = ("receive_seconds", "fn_seconds", "settle_seconds")
@@ -211,7 +219,7 @@ def consume_partition(
         wait_time=wait_time,
         depth=receive_ahead,
     )
-    acker = Acker(client, queue, _DONE_STATUSES, acks_in_flight, give_back)
+    acker = Acker(client, queue, _done_statuses(), acks_in_flight, give_back)
     leased_rows = 0  # rows of every batch taken from the leaser
     drained = False  # a receive came back empty (or with only repeats): ask for no more
     validated = False  # fn has returned an accepted shape once: lease ahead from now on

@@ -62,7 +62,10 @@ in even waves, with at most 100,000 messages each (``MAX_PER_PARTITION``).
   the messages' live leases, not at the attempt record's expiry.
 - Admission control: ``getDefaultReadLimit`` is ``ReadMaxRows(maxMessagesPerTrigger)`` (default
   50,000; 0 means no limit); ``latestOffset(start, limit)`` plans ``min(visible, limit)``
-  messages (``ReadAllAvailable``: all visible; ``ReadMinRows(n)``: nothing until n are visible).
+  messages (``ReadAllAvailable``: all visible; ``ReadMinRows(n)``: nothing until n are visible),
+  and never more than the queue's ``max_in_flight`` leaves room for (``max_in_flight`` less the
+  messages leased at the planning, at most half of it: the batch before is still leased while
+  this one reads), so that no read fails with ``OverLimit``.
 - ``Trigger.AvailableNow``: ``prepareForTriggerAvailableNow`` records the visible count as the
   run's budget; batches take from it until it is spent or the queue is empty, then one flush
   batch commits the last data batch and the query ends. Delivery is oldest first, so the budget
@@ -254,6 +257,7 @@ class _Driver:
         self.last_empty_check = -math.inf
         self.committed_messages = 0
         self.backlog = 0  # visible and not planned into a batch, at the last planning
+        self.max_in_flight: int | None = None  # the queue's, read at the first planning
         # Seconds spent, for the query's progress: the deletes of commits (in the background
         # when overlapped), commit() waiting for the delete before it, GetQueueStats calls.
         self.seconds = {"commitSeconds": 0.0, "commitWaitSeconds": 0.0, "planSeconds": 0.0}
@@ -278,11 +282,22 @@ class _Driver:
             return [p for b, p in sorted(self.pending.items()) if b < batch]
 
     def visible(self) -> int:
+        return self.visible_and_room()[0]
+
+    def visible_and_room(self) -> tuple[int, int]:
+        """The visible count, and how many more messages a batch may lease: the queue's
+        ``max_in_flight`` less what is leased now (the batch before, awaiting its commit, among
+        them), and at most half of it, so that two batches in a row always fit (batch N+1 reads
+        while N's delete runs). A batch over it would fail its tasks with ``OverLimit``."""
         started = time.perf_counter()
         try:
-            return self.client.stats(self.reader.queue).visible
+            if self.max_in_flight is None:
+                self.max_in_flight = self.client.get_queue(self.reader.queue).config.max_in_flight
+            stats = self.client.stats(self.reader.queue)
         finally:
             self.seconds["planSeconds"] += time.perf_counter() - started
+        room = min(self.max_in_flight - stats.leased, self.max_in_flight // 2)
+        return stats.visible, max(room, 0)
 
     def progress(self) -> dict[str, Any]:
         """The backlog and this run's work, for the query's progress (``reportLatestOffset``)."""
@@ -492,8 +507,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if driver.budget is None or driver.budget > 0:
             now = time.monotonic()
             if waiting or now - driver.last_empty_check >= self.idle_poll_interval:
-                visible = driver.visible()
-                total = self._admit(visible, limit)
+                visible, room = driver.visible_and_room()
+                total = min(self._admit(visible, limit), room)
                 if driver.budget is not None:
                     total = min(total, driver.budget)
                 driver.backlog = visible - total
@@ -545,9 +560,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, StreamPartition)
-        client = client_for(self.settings)
         clock = time.perf_counter
         started = clock()
+        client = client_for(self.settings)
+        setup = clock() - started  # the worker's first client: its channel (else nothing)
         rows = 0
         waited = converted = handed = 0.0  # the partition's time split, for its progress line
 
@@ -591,13 +607,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         seconds = clock() - started
         rate = rows / seconds if seconds > 0 else 0.0
         progress_logger().info(
-            "leaseq stream %s of queue %s: %s messages received in %.2f s (%s/s; receive %.2f s, "
-            "arrow %.2f s, hand-over %.2f s)",
+            "leaseq stream %s of queue %s: %s messages received in %.2f s (%s/s; client %.2f s, "
+            "receive %.2f s, arrow %.2f s, hand-over %.2f s)",
             partition.attempt_id,
             self.queue,
             f"{rows:,}",
             seconds,
             f"{rate:,.0f}",
+            setup,
             waited,
             converted,
             handed,
@@ -652,8 +669,22 @@ class StreamWriter(DataSourceStreamArrowWriter):
         if batch is None or not query:
             raise RuntimeError("the leaseq stream sink found no streaming batch or query id")
         partition = ctx.partitionId()
+        clock = time.perf_counter
+        started = clock()
+        waited = 0.0  # blocked on Spark handing over the next Arrow batch
+
+        def timed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            nonlocal waited
+            while True:
+                t0 = clock()
+                item = next(batches, None)
+                waited += clock() - t0
+                if item is None:
+                    return
+                yield item
+
         rows, enqueued, dups = send_partition(
-            iterator,
+            timed(iter(iterator)),
             settings=self.settings,
             queue=self.queue,
             partition=partition,
@@ -663,6 +694,19 @@ class StreamWriter(DataSourceStreamArrowWriter):
             channel_col=self.channel_col,
             dedup_col=self.dedup_col,
             max_batch_bytes=self.max_batch_bytes,
+        )
+        seconds = clock() - started
+        progress_logger().info(
+            "leaseq sink batch %s partition %d of queue %s: %s rows in %.2f s (%s/s; input %.2f "
+            "s, sends %.2f s)",
+            batch,
+            partition,
+            self.queue,
+            f"{rows:,}",
+            seconds,
+            f"{rows / seconds if seconds > 0 else 0.0:,.0f}",
+            waited,
+            seconds - waited,
         )
         return StreamCommit(int(batch), partition, rows, enqueued, dups)
 

@@ -426,3 +426,36 @@ def test_a_partition_stops_at_its_first_short_request(server, client, queue):
         assert (stats.total, stats.visible) == (1_000, 1_000)
     finally:
         reader.stop()
+
+
+def test_a_batch_never_leases_past_the_queues_max_in_flight(server, client):
+    # Without the cap, "no limit" (or a limit over max_in_flight) planned a batch whose tasks
+    # failed with OverLimit; the batch before is still leased while the next one reads.
+    queue = "spark-stream-max-in-flight"
+    client.create_queue(queue, visibility_timeout=60, max_in_flight=300)
+    send_bodies(client, queue, 0, 1_000)
+    reader = StreamReader(
+        _lower(
+            {
+                "target": server.target,
+                "queue": queue,
+                "numPartitions": "1",
+                "maxMessagesPerTrigger": "0",
+            }
+        )
+    )
+    try:
+        start = reader.initialOffset()
+        first = reader.latestOffset(start, reader.getDefaultReadLimit())
+        assert first["messages"] == 150  # half of max_in_flight: two batches in a row fit
+        rows = sum(b.num_rows for p in reader.partitions(start, first) for b in reader.read(p))
+        client.receive(queue, 100, visibility_timeout=60, wait_time=0)  # another consumer's
+        second = reader.latestOffset(first, reader.getDefaultReadLimit())
+        assert second["messages"] == 300 - 150 - 100  # what max_in_flight leaves
+        rows += sum(b.num_rows for p in reader.partitions(first, second) for b in reader.read(p))
+        assert rows == 200 and client.stats(queue).leased == 300
+        reader.commit(first)
+        reader.commit(second)
+        assert client.stats(queue).total == 800
+    finally:
+        reader.stop()
