@@ -4,7 +4,11 @@ Azure code"), path-style URLs `/<account>/<queue>[/messages[/<messageid>]]` as A
     app.py          the aiohttp server: request ids, headers, auth, errors, access log, metrics
     request_checks.py header values that are text, the body against its Content-MD5
     routing.py      method + path + comp/restype -> the operation, its queue and message id
-    operations.py   each Azure operation as calls of core.QueueCore
+    operations.py   each queue and message operation as calls of core.QueueCore
+    service_operations.py  service properties and stats, queue ACLs
+    sas.py          shared access signatures (account and queue SAS, stored access policies)
+    acl.py          queue ACLs: the stored access policies, kept with the queue
+    properties.py   service properties (kept server-wide) and CORS from their rules
     parameters.py   query parameters: integers in Azure's (and leaseq's) ranges, names
     pop_receipts.py Azure pop receipts <-> leaseq receipts (bound to the message id by a MAC)
     metadata.py     x-ms-meta-* headers and the queues' metadata
