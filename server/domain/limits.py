@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,80}")
+# 1..80 characters of A-Z a-z 0-9 _ -, or such a name ending in ".fifo" (SQS's FIFO queue names:
+# the suffix counts in the 80).
+NAME_PATTERN = re.compile(r"(?=.{1,80}\Z)[A-Za-z0-9_-]+(?:\.fifo)?\Z", re.DOTALL)
 MAX_NAME = 80
 
 MIN_BATCH, MAX_BATCH = 1, 10_000

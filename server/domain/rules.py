@@ -61,7 +61,9 @@ def format_seconds(seconds: float) -> str:
 
 def queue_name(name: str, field: str = "name") -> str:
     if not limits.NAME_PATTERN.fullmatch(name):
-        raise InvalidArgument(field, "a queue name is 1-80 characters of A-Z a-z 0-9 _ -")
+        raise InvalidArgument(
+            field, "a queue name is 1-80 characters of A-Z a-z 0-9 _ - (perhaps ending in .fifo)"
+        )
     return name
 
 

@@ -160,7 +160,10 @@ async def test_list_queues_page_size(stub) -> None:
 # --- malformed requests -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["", "has space", "a" * 81, "dot.ted", "ünï"])
+@pytest.mark.parametrize(
+    "name",
+    ["", "has space", "a" * 81, "dot.ted", "ünï", ".fifo", "a.fifo.fifo", "a" * 76 + ".fifo"],
+)
 async def test_bad_queue_name(stub, name) -> None:
     error = await rpc_error(stub.CreateQueue(pb.CreateQueueRequest(name=name)))
     assert "1-80 characters" in assert_bad_request(error, "name")
@@ -174,6 +177,8 @@ async def test_bad_queue_name(stub, name) -> None:
 async def test_name_of_80_characters_is_fine(stub) -> None:
     queue = await create(stub, "A-z_9" * 16)
     assert queue.name == "A-z_9" * 16
+    queue = await create(stub, "A-z_9" * 15 + ".fifo")  # an SQS FIFO queue's name
+    assert queue.name == "A-z_9" * 15 + ".fifo"
 
 
 @pytest.mark.parametrize(
