@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from datetime import UTC
 from urllib.parse import urlsplit
 
 import pytest
@@ -153,3 +154,44 @@ def test_policy_file_errors(entry, message):
         parse_policy(f'[[principals]]\nname = "p"\n{entry}\n')
     assert message in str(caught.value)
     assert "AAAA" not in str(caught.value)  # a key is never echoed
+
+
+def test_a_sas_carries_the_grants_of_the_key_that_signed_it(auth_server):
+    """A SAS narrows its key's principal, never widens it: the sender's SAS with every
+    permission still cannot receive (no grant) or reach a queue outside its grants; the key's
+    other account name signs SASs for that account only."""
+    from datetime import datetime, timedelta
+
+    from azure.storage.queue import QueueSasPermissions, generate_queue_sas
+
+    orders, private = unique("orders"), unique("private")
+    for name in (orders, private):
+        client(auth_server, "prod", ADMIN_KEY, name).create_queue()
+
+    def sas_client(account: str, key: str, name: str) -> QueueClient:
+        token = generate_queue_sas(
+            account,
+            name,
+            key,
+            permission=QueueSasPermissions(read=True, add=True, update=True, process=True),
+            expiry=datetime.now(UTC) + timedelta(hours=1),
+        )
+        return QueueClient(
+            f"{auth_server.endpoint}/{account}", name, credential=token, retry_total=0
+        )
+
+    sender = sas_client("prod", SENDER_KEY, orders)
+    sender.send_message("by the sender's sas")
+    assert [m.content for m in sender.peek_messages()] == ["by the sender's sas"]
+    for call in (
+        sender.receive_message,
+        lambda: sas_client("prod", SENDER_KEY, private).send_message("no"),
+    ):
+        with pytest.raises(HttpResponseError) as caught:
+            call()
+        assert caught.value.error_code == "AuthorizationPermissionMismatch"
+    sas_client("senders", SENDER_KEY_2, orders).send_message("second account")
+    with pytest.raises(ClientAuthenticationError):  # that key is not one of prod's
+        sas_client("prod", SENDER_KEY_2, orders).send_message("no")
+    admin = client(auth_server, "prod", ADMIN_KEY, orders)
+    assert admin.get_queue_properties().approximate_message_count == 2

@@ -87,6 +87,11 @@ def test_bad_properties_are_refused_and_change_nothing(azure_server, clean_prope
         "<StorageServiceProperties><HourMetrics><Enabled>maybe</Enabled></HourMetrics>"
         "</StorageServiceProperties>",
         "<Other/>",
+        # Azure's 2 KiB of rule values: nine 250-character origins are over it.
+        "<StorageServiceProperties><Cors><CorsRule><AllowedOrigins>"
+        + ",".join("https://" + "o" * 242 for _ in range(9))
+        + "</AllowedOrigins><AllowedMethods>GET</AllowedMethods></CorsRule></Cors>"
+        "</StorageServiceProperties>",
     ):
         reply = raw("PUT", url, body.encode())
         assert (reply.status_code, reply.headers["x-ms-error-code"]) == (400, "InvalidXmlDocument")

@@ -29,6 +29,7 @@ NAMESPACE = "azure.properties"
 MAX_RULES = 5
 MAX_LIST = 64  # origins, headers of one rule
 MAX_ITEM = 256  # characters of one origin or header
+MAX_CORS_CHARS = 2048  # all rules' values together, without the XML (Azure's limit)
 METHODS = ("DELETE", "GET", "HEAD", "MERGE", "POST", "OPTIONS", "PUT", "PATCH")
 _DEFAULT_RETENTION = {"Enabled": False, "Days": None}
 DEFAULTS: dict[str, dict[str, object]] = {
@@ -140,6 +141,7 @@ def _items(rule: ET.Element, name: str, required: bool) -> list[str]:
 
 def _cors(element: ET.Element) -> list[dict[str, object]]:
     rules = []
+    size = 0
     for rule in element:
         if rule.tag != "CorsRule":
             raise xml_bodies.invalid_xml(f"Unexpected element Cors/{rule.tag[:64]}")
@@ -149,17 +151,25 @@ def _cors(element: ET.Element) -> list[dict[str, object]]:
         age = (rule.findtext("MaxAgeInSeconds") or "0").strip()
         if not age.isdigit() or int(age) > 2**31 - 1:
             raise xml_bodies.invalid_xml("CorsRule/MaxAgeInSeconds is a non-negative integer")
+        origins = _items(rule, "AllowedOrigins", True)
+        exposed = _items(rule, "ExposedHeaders", False)
+        allowed = _items(rule, "AllowedHeaders", False)
+        size += sum(len(",".join(items)) for items in (origins, methods, exposed, allowed))
         rules.append(
             {
-                "AllowedOrigins": _items(rule, "AllowedOrigins", True),
+                "AllowedOrigins": origins,
                 "AllowedMethods": methods,
                 "MaxAgeInSeconds": int(age),
-                "ExposedHeaders": _items(rule, "ExposedHeaders", False),
-                "AllowedHeaders": _items(rule, "AllowedHeaders", False),
+                "ExposedHeaders": exposed,
+                "AllowedHeaders": allowed,
             }
         )
     if len(rules) > MAX_RULES:
         raise xml_bodies.invalid_xml(f"At most {MAX_RULES} CORS rules")
+    if size > MAX_CORS_CHARS:
+        raise xml_bodies.invalid_xml(
+            f"The CORS rules hold {size} characters, over Azure's {MAX_CORS_CHARS}"
+        )
     return rules
 
 
