@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC
 
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
@@ -51,5 +52,46 @@ def test_aio_client_does_every_operation(azure_server):
             await queue.delete_queue()
             with pytest.raises(ResourceNotFoundError):
                 await queue.get_queue_properties()
+
+    asyncio.run(scenario())
+
+
+def test_aio_properties_acls_stats_errors_and_ttl(azure_server):
+    """The operations of the account and ACLs, Azure's exact errors and messagettl=-1 through
+    the asyncio client too."""
+    from datetime import datetime, timedelta
+
+    from azure.core.exceptions import HttpResponseError
+    from azure.storage.queue import AccessPolicy, CorsRule, QueueSasPermissions
+
+    async def scenario() -> None:
+        name = unique()
+        async with QueueServiceClient.from_connection_string(
+            connection_string(azure_server), retry_total=0
+        ) as service:
+            await service.set_service_properties(
+                cors=[CorsRule(["https://aio.example"], ["GET"], max_age_in_seconds=9)]
+            )
+            (rule,) = (await service.get_service_properties())["cors"]
+            assert (rule.allowed_origins, rule.max_age_in_seconds) == ("https://aio.example", 9)
+            await service.set_service_properties(cors=[])
+            await service.create_queue(name)
+        async with QueueClient.from_connection_string(
+            connection_string(azure_server), name, retry_total=0
+        ) as queue:
+            expiry = datetime.now(UTC) + timedelta(hours=1)
+            await queue.set_queue_access_policy(
+                {"peekers": AccessPolicy(permission=QueueSasPermissions(read=True), expiry=expiry)}
+            )
+            assert set(await queue.get_queue_access_policy()) == {"peekers"}
+            sent = await queue.send_message("forever", time_to_live=-1)
+            assert sent.expires_on.year == 9999
+            with pytest.raises(HttpResponseError) as caught:
+                await queue.send_message("x" * (64 * 1024 + 1))
+            assert caught.value.error_code == "RequestBodyTooLarge"
+            with pytest.raises(HttpResponseError) as caught:
+                await queue.send_message("x", visibility_timeout=60, time_to_live=60)
+            assert caught.value.error_code == "InvalidQueryParameterValue"
+            await queue.delete_queue()
 
     asyncio.run(scenario())

@@ -33,8 +33,9 @@ def test_a_message_crosses_azure_grpc_sqs_and_back(both):
 
     with LeaseqClient(server.grpc_target) as grpc:
         (received,) = grpc.receive(name, visibility_timeout=60, wait_time=0)
+        # Azure writes message ids as GUIDs, gRPC as 32 hex digits: the same id.
         assert (received.message_id, received.body, received.delivery_count) == (
-            sent.id,
+            sent.id.replace("-", ""),
             b"crossing <dialects> & back",
             1,
         )

@@ -127,3 +127,15 @@ def test_a_ttl_of_minus_one_never_expires(azure_server, queue, grpc_client):
         lambda: short.send_message("x", time_to_live=61), 400, "OutOfRangeQueryParameterValue"
     )
     assert {k.lower(): v for k, v in error.additional_info.items()}["maximumallowed"] == "60"
+
+
+def test_message_ids_are_guids_and_leaseqs_form_names_them_too(queue, grpc_client):
+    import uuid
+
+    sent = queue.send_message("guid")
+    assert str(uuid.UUID(sent.id)) == sent.id  # 8-4-4-4-12, as Azure writes them
+    (over_grpc,) = grpc_client.peek(queue.queue_name)
+    assert over_grpc.message_id == sent.id.replace("-", "")
+    got = queue.receive_message(visibility_timeout=60)
+    queue.delete_message(got.id.replace("-", ""), got.pop_receipt)  # leaseq's own form
+    assert queue.get_queue_properties().approximate_message_count == 0

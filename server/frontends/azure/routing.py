@@ -4,6 +4,7 @@ peekonly parameters."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -97,5 +98,13 @@ def route(method: str, raw_path: str, query: dict[str, str]) -> Route:
         operation,
         segments[0],
         segments[1] if depth >= 1 else "",
-        segments[3] if depth == 3 else "",
+        leaseq_message_id(segments[3]) if depth == 3 else "",
     )
+
+
+_GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def leaseq_message_id(text: str) -> str:
+    """A URL's message id: the GUID form Azure answers, or leaseq's own 32 hex digits."""
+    return text.replace("-", "") if _GUID.fullmatch(text) else text

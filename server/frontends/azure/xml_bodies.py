@@ -82,6 +82,15 @@ def parse_message_text(body: bytes) -> str:
 NEVER = "Fri, 31 Dec 9999 23:59:59 GMT"  # Azure's ExpirationTime of a message that never expires
 
 
+def azure_message_id(message_id: str) -> str:
+    """leaseq's 32 hex digits as Azure writes a message id, a GUID (8-4-4-4-12), as SQS shows
+    them too; routing.py reads either form back."""
+    if len(message_id) != 32:
+        return message_id
+    m = message_id
+    return f"{m[:8]}-{m[8:12]}-{m[12:16]}-{m[16:20]}-{m[20:]}"
+
+
 def expiration(enqueued_at: float, expires_at: float) -> str:
     return NEVER if rules.never_expires(enqueued_at, expires_at) else rfc1123(expires_at)
 
@@ -91,7 +100,7 @@ def sent_message(
 ) -> bytes:
     return document(
         "<QueueMessagesList><QueueMessage>"
-        + element("MessageId", message_id)
+        + element("MessageId", azure_message_id(message_id))
         + element("InsertionTime", rfc1123(inserted))
         + element("ExpirationTime", expiration(inserted, expires))
         + element("PopReceipt", pop_receipt)
@@ -104,7 +113,7 @@ def _message(message: DeliveredMessage | PeekedMessage, pop_receipt: str | None)
     """One <QueueMessage> of Get Messages (with its pop receipt) or Peek Messages (without)."""
     parts = [
         "<QueueMessage>",
-        element("MessageId", message.message_id),
+        element("MessageId", azure_message_id(message.message_id)),
         element("InsertionTime", rfc1123(message.enqueued_at)),
         element("ExpirationTime", expiration(message.enqueued_at, message.expires_at)),
     ]
