@@ -245,7 +245,8 @@ class Bench:
     def preload(self, queue: str, n: int) -> None:
         import pyarrow as pa
 
-        self.client.create_queue(queue, visibility_timeout=300)
+        options = {"max_in_flight": self.args.max_in_flight} if self.args.max_in_flight else {}
+        self.client.create_queue(queue, visibility_timeout=300, **options)
         for start in range(0, n, 50_000):
             bodies = [f"{i:<100}".encode() for i in range(start, min(start + 50_000, n))]
             self.client.send_arrow(queue, pa.table({"body": bodies}))
@@ -572,6 +573,13 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="an option of the source (e.g. numPartitions=4), repeatable",
     )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=0,
+        help="the preloaded queues' max_in_flight (0: the server's default, 120,000): a source "
+        "batch takes at most half of it",
+    )
     args = parser.parse_args()
     measures = [m.strip() for m in args.only.split(",") if m.strip()]
     unknown = set(measures) - set(MEASURES)
@@ -604,7 +612,8 @@ def main() -> None:
     n = args.messages
     print(
         f"{n:,} messages of 100 bytes, SQLite store, local[2], {args.rounds} round(s); source "
-        f"options {args.source_options or 'the defaults'}; load average at the start "
+        f"options {args.source_options or 'the defaults'}; max_in_flight "
+        f"{args.max_in_flight or 'default'}; load average at the start "
         + " ".join(f"{x:.2f}" for x in os.getloadavg())
     )
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in measures}
