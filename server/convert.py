@@ -78,6 +78,13 @@ def config_to_proto(config: domain.QueueConfig) -> pb.QueueConfig:
         message.dead_letter_queue = config.dead_letter_queue
     if config.max_delivery_count is not None:
         message.max_delivery_count = config.max_delivery_count
+    if config.retry_policy is not None:
+        message.retry_policy.minimum_backoff.CopyFrom(
+            seconds_to_duration(config.retry_policy.minimum_backoff)
+        )
+        message.retry_policy.maximum_backoff.CopyFrom(
+            seconds_to_duration(config.retry_policy.maximum_backoff)
+        )
     return message
 
 

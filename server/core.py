@@ -47,6 +47,7 @@ from .domain import groups, limits, rules
 from .domain.commands import ReceiveParams, resolve_receive
 from .domain.types import (
     BodyBatch,
+    DeadLetterOutcome,
     DeleteOutcome,
     DeliveredMessage,
     LeaseResult,
@@ -530,8 +531,9 @@ class QueueCore:
         LEASE_EXPIRED. The consumer's own receipt keeps working as after its own release."""
         receipt = await self._admin_receipt(principal, name, key, seq)
         rules.reason(reason)
+        # At once, whatever the queue's retry policy: the administrator asked for it now.
         [result] = await self.change_visibility(
-            None, name, [VisibilityChange(receipt, 0.0, reason)]
+            None, name, [VisibilityChange(receipt, 0.0, reason, backoff=False)]
         )
         return result.status
 
@@ -589,6 +591,23 @@ class QueueCore:
         self.longpoll.traffic.acked(name, len(outcome.deleted_keys))
         return outcome
 
+    async def dead_letter(
+        self, principal: Principal | None, name: str, receipts: list[str], reason: str = ""
+    ) -> DeadLetterOutcome:
+        """Move leased messages to the queue's dead letter queue now (DeadLetterMessages): the
+        permission of a delete; NoDeadLetterQueue when the queue has none."""
+        self._ready()
+        rules.queue_name(name)
+        rules.batch_size(len(receipts), "receipts")
+        rules.reason(reason)
+        self._grant(principal, _ACK, name)
+        outcome = await self.store.dead_letter(name, receipts, reason)
+        if outcome.moved_keys:
+            # Gone from the queue as by a delete (room under its limits), visible in the other.
+            self.longpoll.deleted(name, outcome.moved_keys)
+            self.longpoll.became_visible(outcome.dead_letter_queue, len(outcome.moved_keys))
+        return outcome
+
     async def update_message(
         self,
         principal: Principal | None,
@@ -609,7 +628,9 @@ class QueueCore:
         updated = await self.store.update_message(
             name, receipt, body=body, attributes=attributes, visibility_timeout=visibility_timeout
         )
-        if visibility_timeout == 0:
+        if visibility_timeout == 0 and updated.visible_at > self.store.clock.now():
+            self.longpoll.released_later(name, updated.key, updated.visible_at)
+        elif visibility_timeout == 0:
             self.longpoll.lease_released(name, [updated.key])
         elif visibility_timeout is not None:
             # Shorter or longer: a shorter lease must wake a waiter at its new end.

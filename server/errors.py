@@ -8,6 +8,7 @@ Stores and validation raise these; only `to_rpc_status` knows gRPC. The table is
     +-- QueueNotFound              NOT_FOUND          ErrorInfo QUEUE_NOT_FOUND {queue}
     +-- QueueAlreadyExists         ALREADY_EXISTS     ErrorInfo QUEUE_ALREADY_EXISTS {queue}
     +-- QueueInUse                 FAILED_PRECONDITION ErrorInfo QUEUE_IN_USE {queue, used_by}
+    +-- NoDeadLetterQueue          FAILED_PRECONDITION ErrorInfo NO_DEAD_LETTER_QUEUE {queue}
     +-- OverLimit                  RESOURCE_EXHAUSTED ErrorInfo OVER_LIMIT {queue, limit}
     +-- LeaseRejected              (UpdateMessage) by LeaseStatus: INVALID_RECEIPT -> INVALID_ARGUMENT,
     |                              LEASE_EXPIRED / RECEIPT_SUPERSEDED -> FAILED_PRECONDITION,
@@ -79,6 +80,14 @@ class QueueInUse(LeaseqError):
         self.used_by = used_by
 
 
+class NoDeadLetterQueue(LeaseqError):
+    """DeadLetterMessages on a queue that has no dead letter queue."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"queue {clip(name)!r} has no dead letter queue")
+        self.name = name
+
+
 class OverLimit(LeaseqError):
     """The queue holds max_in_flight leased messages. retry_at: when the earliest lease ends."""
 
@@ -148,6 +157,9 @@ def to_rpc_status(error: LeaseqError) -> status_pb2.Status:
     elif isinstance(error, QueueInUse):
         code = code_pb2.FAILED_PRECONDITION
         error_info("QUEUE_IN_USE", queue=error.name, used_by=error.used_by)
+    elif isinstance(error, NoDeadLetterQueue):
+        code = code_pb2.FAILED_PRECONDITION
+        error_info("NO_DEAD_LETTER_QUEUE", queue=error.name)
     elif isinstance(error, OverLimit):
         code = code_pb2.RESOURCE_EXHAUSTED
         error_info("OVER_LIMIT", queue=error.name, limit=error.limit)

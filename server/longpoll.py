@@ -308,17 +308,29 @@ class LongPoll:
     def visibility_changed(
         self, queue: str, changes: Sequence[VisibilityChange], results: Sequence[LeaseResult]
     ) -> None:
-        """ChangeVisibility's outcome: releases (0) and moved lease ends (see lease_moved)."""
+        """ChangeVisibility's outcome: releases (0) and moved lease ends (see lease_moved). A
+        release that waits out the queue's retry policy ends the lease now and arms the timer
+        at the message's new instant."""
         released = []
+        now = self._store.clock.now()
         for change, result in zip(changes, results):
             if result.status != LeaseStatus.OK or result.key is None:
                 continue
             if change.visibility_timeout == 0:
-                released.append(result.key)
+                if result.visible_at is not None and result.visible_at > now:
+                    self.released_later(queue, result.key, result.visible_at)
+                else:
+                    released.append(result.key)
             elif result.visible_at is not None:
                 # Shorter or longer: a shorter lease must wake a waiter at its new end.
                 self.lease_moved(queue, result.key, result.visible_at)
         self.lease_released(queue, released)
+
+    def released_later(self, queue: str, key: int, visible_at: float) -> None:
+        """A release that waits out the queue's retry policy: the lease ends now (as by a
+        delete: room under the limits), and a waiter must wake at visible_at (the timer)."""
+        self.deleted(queue, [key])
+        self._signals.arm(queue, visible_at)
 
     def lease_released(self, queue: str, keys: Iterable[int]) -> None:
         """These leased messages are visible again (visibility set to 0): their leases no
@@ -689,7 +701,8 @@ class LongPoll:
         task.add_done_callback(self._releases.discard)
 
     async def _release(self, queue: str, receipts: list[str]) -> None:
-        changes = [VisibilityChange(receipt, 0.0) for receipt in receipts]
+        # At once, whatever the queue's retry policy: the consumer never saw them.
+        changes = [VisibilityChange(receipt, 0.0, backoff=False) for receipt in receipts]
         try:
             results = await self._store.change_visibility(queue, changes)
         except Exception as error:  # the store closing at shutdown, the queue deleted, ...

@@ -209,7 +209,9 @@ class QueueService(pb_grpc.QueueServiceServicer):
         # Read-merge-write: two concurrent updates of different fields may lose one (last
         # writer wins), which is UpdateQueue's usual contract without an etag.
         config = validation.update_queue(request, current.config)
-        info = await self.core.update_queue(None, name, dataclasses.asdict(config))
+        # Field by field: asdict would turn the retry policy into a dict.
+        changes = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+        info = await self.core.update_queue(None, name, changes)
         return pb.UpdateQueueResponse(queue=convert.queue_to_proto(info))
 
     @_unary
@@ -419,6 +421,22 @@ class QueueService(pb_grpc.QueueServiceServicer):
             receipt=updated.receipt,
             visible_at=convert.seconds_to_timestamp(updated.visible_at),
             server_time=self._now(),
+        )
+
+    @_unary
+    async def DeadLetterMessages(
+        self, request: pb.DeadLetterMessagesRequest, context: Context
+    ) -> pb.DeadLetterMessagesResponse:
+        name, receipts, reason = validation.dead_letter_messages(request)
+        outcome = await self.core.dead_letter(None, name, receipts, reason)
+        return pb.DeadLetterMessagesResponse(
+            results=[
+                pb.DeadLetterResult(
+                    receipt=r.receipt,
+                    status=convert.lease_status_to_proto(r.status),  # type: ignore[arg-type]
+                )
+                for r in outcome.results
+            ]
         )
 
     @_unary

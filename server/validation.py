@@ -118,6 +118,8 @@ def _config_field(config: pb.QueueConfig, name: str) -> Any:
         return _enum_value(config.dedup_scope, path, domain.DedupScope)
     if name == "content_based_dedup":
         return config.content_based_dedup
+    if name == "retry_policy":
+        return retry_policy(config.retry_policy, path)
     # dead_letter_queue: present and empty means none.
     value = config.dead_letter_queue
     return queue_name(value, path) if value else None
@@ -131,6 +133,19 @@ def _enum_value(number: int, path: str, kind: Any) -> Any:
         return kind(number)
     except ValueError:
         raise InvalidArgument(path, f"unknown value {number}") from None
+
+
+def retry_policy(policy: pb.RetryPolicy, path: str) -> domain.RetryPolicy:
+    """A RetryPolicy: unset backoffs take Pub/Sub's defaults (10 s, 600 s)."""
+    low, high = limits.RETRY_BACKOFF
+    defaults = domain.RetryPolicy()
+    values = {
+        name: getattr(defaults, name)
+        if not policy.HasField(name)
+        else well_formed_seconds(getattr(policy, name), f"{path}.{name}")
+        for name in ("minimum_backoff", "maximum_backoff")
+    }
+    return rules.retry_policy(domain.RetryPolicy(**values), path)
 
 
 def _present_config_fields(config: pb.QueueConfig) -> list[str]:
@@ -312,6 +327,13 @@ def change_visibility(
         max_length(entry.reason, f"entries[{index}].reason", MAX_REASON)
         changes.append(domain.VisibilityChange(entry.receipt, vt, entry.reason))
     return name, changes
+
+
+def dead_letter_messages(request: pb.DeadLetterMessagesRequest) -> tuple[str, list[str], str]:
+    name = queue_name(request.queue, "queue")
+    batch_size(len(request.receipts), "receipts")
+    max_length(request.reason, "reason", MAX_REASON)
+    return name, list(request.receipts), request.reason
 
 
 def delete_messages(request: pb.DeleteMessagesRequest) -> tuple[str, list[str], list[str]]:

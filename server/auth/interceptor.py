@@ -15,7 +15,7 @@ on every queue it touches. What each RPC needs (`RULES`):
     SendMessages                    send
     GetMessages (streaming)         receive
     PeekMessages                    peek
-    ChangeVisibility, DeleteMessages, UpdateMessage      ack
+    ChangeVisibility, DeleteMessages, UpdateMessage, DeadLetterMessages      ack
     RedriveMessages                 redrive on the dead letter queue and on the destination when
                                     one is named; without one the messages go back to the queues
                                     they were dead-lettered from, whose owners chose this dead
@@ -100,6 +100,7 @@ RULES: dict[str, Callable[[Any], Needs]] = {
     "ChangeVisibility": _one(_ACK, "queue"),
     "DeleteMessages": _one(_ACK, "queue"),
     "UpdateMessage": _one(_ACK, "queue"),
+    "DeadLetterMessages": _one(_ACK, "queue"),
     "RedriveMessages": _redrive,
 }
 """RPC name -> the (actions, queue) pairs a request needs; every pair must be granted. An RPC of

@@ -57,6 +57,19 @@ leased; expires_at becomes enqueued_at + the dead letter queue's message_retenti
 the retention clock keeps running from the original enqueue); receipt_seq + 1. The source
 queue's dead_lettered_total counts it.
 
+Retry policy (`QueueConfig.retry_policy`, `leases.retry_backoff`): a lease given by a delivery
+ends with a backoff: when it ends at T, the message is delayed until T + min(maximum_backoff,
+minimum_backoff * 2^(n-1)), n its delivery_count, and is no longer leased (stores turn such ended
+leases into delays before any operation reads the queue's states). A release (visibility 0)
+makes the message delayed until now + that backoff, unless the release asks for none (a stream's
+unsent leases, an administrator's release). A visibility change > 0 names the lease's end itself:
+the message is visible then, without a backoff. Without a policy, nothing changes.
+
+Dead-lettering on request (DeadLetterMessages): each receipt is fenced as by delete (OK whatever
+the lease state, for the current receipt); an OK message moves to the dead letter queue as by a
+receive's move (above), with the given reason as its last_error. A queue without a dead letter
+queue fails the call (NoDeadLetterQueue) before any receipt is looked at.
+
 Receive attempts (`attempt_id`, non-follow receives): a message remembers the attempt id of its
 latest delivery. A receive with an attempt id:
   a. if messages of the queue are leased (live lease) under that id: returns them, in key order,
@@ -102,6 +115,7 @@ from . import groups, leases, limits, rules
 from .types import (
     AllDeleted,
     CountsByState,
+    DeadLetterOutcome,
     DedupScope,
     DeleteOutcome,
     DeliveredMessage,
@@ -117,6 +131,7 @@ from .types import (
     QueueInfo,
     QueueStats,
     ReceiveOutcome,
+    RetryPolicy,
     SendOutcome,
     UpdatedMessage,
     VisibilityChange,
@@ -125,6 +140,7 @@ from .types import (
 __all__ = [
     "AllDeleted",
     "CountsByState",
+    "DeadLetterOutcome",
     "DedupScope",
     "DeleteOutcome",
     "DeliveredMessage",
@@ -140,6 +156,7 @@ __all__ = [
     "QueueInfo",
     "QueueStats",
     "ReceiveOutcome",
+    "RetryPolicy",
     "SendOutcome",
     "UpdatedMessage",
     "VisibilityChange",

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from ..errors import LeaseRejected
 from . import limits
 from .rules import body_fits_update
-from .types import LeaseResult, LeaseStatus, MessageState, QueueConfig, VisibilityChange
+from .types import (
+    LeaseResult,
+    LeaseStatus,
+    MessageState,
+    QueueConfig,
+    RetryPolicy,
+    VisibilityChange,
+)
 
 
 def message_state(visible_at: float, leased: bool, now: float) -> MessageState:
@@ -79,6 +86,43 @@ def lease_end(now: float, timeout: float) -> float:
     return now + timeout
 
 
+def retry_backoff(delivery_count: int, policy: RetryPolicy) -> float:
+    """Seconds a message waits, after its lease ended or a release without a delay, before it
+    is visible again: min(maximum_backoff, minimum_backoff * 2^(n-1)), n its delivery count
+    (at least 1)."""
+    exponent = max(delivery_count, 1) - 1
+    if exponent >= 64:  # 2^64 * any backoff above 0 is past every maximum
+        return policy.maximum_backoff if policy.minimum_backoff > 0 else 0.0
+    return min(policy.maximum_backoff, policy.minimum_backoff * 2.0**exponent)
+
+
+def backs_off(config: QueueConfig) -> bool:
+    """Whether leases of this queue end with a backoff (the queue has a retry policy)."""
+    return config.retry_policy is not None
+
+
+def redelivery_at(lease_end: float, delivery_count: int, config: QueueConfig) -> float:
+    """When a message whose lease ended at lease_end (a lease a delivery gave; a
+    ChangeVisibility > 0 names its instant itself) is visible again."""
+    if config.retry_policy is None:
+        return lease_end
+    return lease_end + retry_backoff(delivery_count, config.retry_policy)
+
+
+def delivery_backs_off(timeout: float, config: QueueConfig) -> bool:
+    """Whether the lease a delivery of `timeout` seconds gives ends with the retry policy's
+    backoff (a store marks the message so and turns the ended lease into a delay, `redelivery_at`)."""
+    return timeout > 0 and config.retry_policy is not None
+
+
+def release_end(now: float, delivery_count: int, config: QueueConfig, backoff: bool) -> float:
+    """visible_at after a release (a visibility change of 0) at now: the retry policy's backoff
+    unless the release asked for none."""
+    if not backoff:
+        return now
+    return redelivery_at(now, delivery_count, config)
+
+
 def leases(timeout: float) -> bool:
     """Whether a delivery or visibility change of `timeout` seconds holds the message under a
     lease; 0 releases it (visible now, not leased, its receive attempt forgotten)."""
@@ -131,17 +175,32 @@ class Lease:
     visible_at: float
     last_error: str
     clear_attempt: bool = False
+    delivery_count: int = 0
+    backoff: bool = False  # the lease ends with the retry policy's backoff (delivery_backs_off)
 
     def live(self, now: float) -> bool:
         return self.leased and self.visible_at > now
 
-    def set_visibility(self, now: float, timeout: float, reason: str = "") -> None:
-        """A visibility change: the lease ends at now + timeout; 0 releases it (visible now, no
-        longer leased, no longer part of its receive attempt). A reason becomes last_error."""
-        self.visible_at = lease_end(now, timeout)
-        if not leases(timeout):
+    def set_visibility(
+        self,
+        now: float,
+        timeout: float,
+        reason: str = "",
+        config: QueueConfig | None = None,
+        backoff: bool = True,
+    ) -> None:
+        """A visibility change: the lease ends at now + timeout, without a backoff after it; 0
+        releases it (visible now, or after the queue's retry backoff: release_end; no longer
+        leased, no longer part of its receive attempt). A reason becomes last_error."""
+        if leases(timeout):
+            self.visible_at = lease_end(now, timeout)
+        else:
+            self.visible_at = (
+                now if config is None else release_end(now, self.delivery_count, config, backoff)
+            )
             self.leased = False
             self.clear_attempt = True
+        self.backoff = False
         if reason:
             self.last_error = reason
 
@@ -190,9 +249,11 @@ def apply_visibility_changes(
     leases_by_key: dict[int, Lease],
     tombstones: dict[int, Tombstone],
     now: float,
+    config: QueueConfig | None = None,
 ) -> tuple[list[LeaseResult], dict[int, Lease]]:
     """ChangeVisibility over loaded rows: each entry's result, in order, and the leases to
-    write (key -> its state after every entry)."""
+    write (key -> its state after every entry). With the queue's config, releases follow its
+    retry policy (Lease.set_visibility)."""
     changed: dict[int, Lease] = {}
     results: list[LeaseResult] = []
     for change, receipt in zip(changes, decoded):
@@ -206,7 +267,7 @@ def apply_visibility_changes(
             results.append(lease_result(change.receipt, status, key))
             continue
         assert lease is not None  # fencing gives a status for a missing message
-        lease.set_visibility(now, change.visibility_timeout, change.reason)
+        lease.set_visibility(now, change.visibility_timeout, change.reason, config, change.backoff)
         changed[key] = lease
         results.append(LeaseResult(change.receipt, LeaseStatus.OK, lease.visible_at, key))
     return results, changed
@@ -238,6 +299,32 @@ def apply_deletes(
     return results, deleted
 
 
+def apply_dead_letters(
+    receipts: Sequence[str],
+    decoded: Decoded,
+    leases_by_key: dict[int, Lease],
+    tombstones: dict[int, Tombstone],
+    now: float,
+) -> tuple[list[LeaseResult], list[int]]:
+    """DeadLetterMessages over loaded rows: each receipt's result, in order (the statuses of
+    apply_deletes: the current receipt moves its message whatever the lease state), and the keys
+    to move to the dead letter queue. A moved message is gone from the queue for later entries
+    (MESSAGE_NOT_FOUND, as for a receive's move)."""
+    results: list[LeaseResult] = []
+    moved: list[int] = []
+    for text, receipt in zip(receipts, decoded):
+        if receipt is None:
+            results.append(LeaseResult(text, LeaseStatus.INVALID_RECEIPT))
+            continue
+        key, seq = receipt
+        status = fence_lease(leases_by_key.get(key), tombstones.get(key), seq, now)
+        if status is None:
+            del leases_by_key[key]
+            moved.append(key)
+        results.append(lease_result(text, status or LeaseStatus.OK, key))
+    return results, moved
+
+
 def updated_message(
     lease: Lease | None,
     tombstone: Tombstone | None,
@@ -261,5 +348,5 @@ def updated_message(
     new_attributes = dict(stored[1]) if attributes is None else dict(attributes)
     body_fits_update(new_body, new_attributes, config)
     if visibility_timeout is not None:
-        lease.set_visibility(now, visibility_timeout)
+        lease.set_visibility(now, visibility_timeout, config=config)
     return lease, new_body, new_attributes

@@ -49,6 +49,9 @@ CONFIG_DURATIONS: dict[str, tuple[float, float]] = {
     "default_delay": (0.0, 14 * 86400.0),
     "dedup_window": (0.0, 3600.0),
 }
+# A retry policy's backoffs (Pub/Sub's range and defaults): maximum_backoff >= minimum_backoff.
+RETRY_BACKOFF = (0.0, 600.0)
+
 CONFIG_INTS: dict[str, tuple[int, int]] = {
     "max_message_bytes": (1024, LARGEST_MESSAGE_BYTES),
     "max_delivery_count": (1, 1000),

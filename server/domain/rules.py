@@ -22,7 +22,7 @@ from dataclasses import fields
 
 from ..errors import InvalidArgument, OutOfRange, clip
 from . import limits
-from .types import NewMessage, Ordering, QueueConfig
+from .types import NewMessage, Ordering, QueueConfig, RetryPolicy
 
 NUL = "\x00"
 # U+0000 and the surrogate code points U+D800..U+DFFF: a str holding a surrogate alone is not
@@ -197,7 +197,17 @@ def check_config(name: str, config: QueueConfig) -> QueueConfig:
             int_range(value, path, *limits.CONFIG_INTS[field_name])
         elif field_name == "dead_letter_queue" and value is not None:
             queue_name(value, path)
+        elif field_name == "retry_policy" and value is not None:
+            retry_policy(value, path)
     return check_config_relations(name, config)
+
+
+def retry_policy(policy: RetryPolicy, path: str = "config.retry_policy") -> RetryPolicy:
+    """Both backoffs within limits.RETRY_BACKOFF, the maximum not below the minimum."""
+    low, high = limits.RETRY_BACKOFF
+    seconds_range(policy.minimum_backoff, f"{path}.minimum_backoff", low, high)
+    seconds_range(policy.maximum_backoff, f"{path}.maximum_backoff", policy.minimum_backoff, high)
+    return policy
 
 
 def check_config_relations(name: str, config: QueueConfig) -> QueueConfig:

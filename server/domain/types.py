@@ -52,6 +52,16 @@ class DedupScope(enum.IntEnum):
 
 
 @dataclass(frozen=True)
+class RetryPolicy:
+    """How long a message waits before it is visible again after its lease ended, or after a
+    release without a delay: min(maximum_backoff, minimum_backoff * 2^(n-1)) seconds, n its
+    delivery count (`leases.retry_backoff`)."""
+
+    minimum_backoff: float = 10.0
+    maximum_backoff: float = 600.0
+
+
+@dataclass(frozen=True)
 class QueueConfig:
     """A queue's effective configuration, in seconds and bytes. Defaults are API.md's."""
 
@@ -67,6 +77,7 @@ class QueueConfig:
     ordering: Ordering = Ordering.NONE
     content_based_dedup: bool = False
     dedup_scope: DedupScope = DedupScope.QUEUE
+    retry_policy: RetryPolicy | None = None  # None: visible again at once (no backoff)
 
     def __post_init__(self) -> None:
         # Stores read these back as plain numbers: keep the enums (and a bool) whatever came in.
@@ -195,6 +206,9 @@ class VisibilityChange:
     receipt: str
     visibility_timeout: float
     reason: str = ""
+    # A release (0) waits out the queue's retry policy; False releases at once whatever the
+    # policy (a stream's unsent leases, an administrator's release).
+    backoff: bool = True
 
 
 @dataclass(slots=True)
@@ -238,6 +252,13 @@ class DeleteOutcome:
     deleted_keys: list[int] = field(
         default_factory=list
     )  # every key deleted, by receipt or attempt
+
+
+@dataclass(frozen=True)
+class DeadLetterOutcome:
+    results: list[LeaseResult]  # one per receipt, in order; OK: moved
+    moved_keys: list[int] = field(default_factory=list)
+    dead_letter_queue: str = ""  # where they went
 
 
 @dataclass(frozen=True)

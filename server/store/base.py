@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from ..clock import Clock
 from ..domain.types import (
     BodyBatch,
+    DeadLetterOutcome,
     DeleteOutcome,
     LeaseResult,
     NewMessage,
@@ -174,6 +175,14 @@ class Store(Protocol):
     async def delete(
         self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
     ) -> DeleteOutcome: ...
+
+    async def dead_letter(self, name: str, receipts: list[str], reason: str) -> DeadLetterOutcome:
+        """Move each message whose receipt is its current one (DeleteMessages' fencing: whatever
+        its lease state) to the queue's dead letter queue now, as a receive moves one
+        (delivery_count, enqueued_at kept; dead_lettered_total counted), with reason (when not
+        empty) as its last_error. One result per receipt, in order; statuses as delete's.
+        NoDeadLetterQueue when the queue has none; QueueNotFound for a missing queue."""
+        ...
 
     async def update_message(
         self,

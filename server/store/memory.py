@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..domain import groups as group_rules
 from ..domain import leases
 from ..domain.groups import redrive_group
-from ..domain.leases import fence, message_state
+from ..domain.leases import fence
 from ..domain.limits import TOMBSTONE_SECONDS
 from ..domain.rules import (
     body_fits_update,
@@ -40,6 +38,7 @@ from ..domain.rules import (
     message_size,
 )
 from ..domain.types import (
+    DeadLetterOutcome,
     DeleteOutcome,
     DeliveredMessage,
     LeaseResult,
@@ -60,6 +59,7 @@ from ..domain.types import (
 from ..errors import (
     InvalidArgument,
     LeaseRejected,
+    NoDeadLetterQueue,
     OverLimit,
     QueueAlreadyExists,
     QueueInUse,
@@ -67,89 +67,12 @@ from ..errors import (
 )
 from ..receipts import ReceiptCodec, new_queue_uid, new_signing_key
 from .base import Store, update_state_map
-from .memory_groups import GroupIndex
 from .memory_reads import queue_stats
+from .memory_rows import _Dedup, _is_leased, _Message, _Queue, _state, _Tombstone
 
 # A heap is rebuilt from its queue's messages once stale entries outnumber live ones by this much
 # (a workload that only ever receives with a channel filter never pops the schedule heap).
 _COMPACT_SLACK = 1024
-
-
-@dataclass(eq=False)
-class _Message:
-    key: int
-    message_id: str
-    body: bytes
-    attributes: dict[str, str]
-    channel: str
-    enqueued_at: float
-    expires_at: float
-    visible_at: float
-    delivery_count: int = 0
-    receipt_seq: int = 0
-    # Under a lease: delivered with a visibility timeout > 0 and not released since. The lease is
-    # live only while visible_at > now as well (see _is_leased).
-    leased: bool = False
-    last_error: str = ""
-    attempt_id: str = ""  # the receive attempt of the latest delivery, until released
-    source_queue: str | None = None  # set while in a dead letter queue
-    group: str | None = None  # None: none (domain.groups.stored_group)
-    version: int = 0  # bumped at every schedule change; older heap entries are stale
-
-    def order(self) -> tuple[float, int]:
-        return (self.visible_at, self.key)
-
-
-@dataclass(eq=False)
-class _Tombstone:
-    receipt_seq: int
-    deleted_at: float
-
-
-@dataclass(eq=False)
-class _Dedup:
-    message_id: str
-    until: float  # sent_at + the dedup window in force when it was sent
-
-
-@dataclass(eq=False)
-class _Queue:
-    info: QueueInfo
-    uid: int  # receipts are bound to it: a recreated queue does not accept old receipts
-    messages: dict[int, _Message] = field(default_factory=dict)
-    schedule: list[tuple[float, int, int]] = field(default_factory=list)
-    lease_ends: list[tuple[float, int, int]] = field(default_factory=list)
-    leased: set[int] = field(default_factory=set)
-    expiries: list[tuple[float, int]] = field(default_factory=list)
-    by_attempt: dict[str, set[int]] = field(default_factory=dict)
-    attempts: dict[str, float] = field(default_factory=dict)  # attempt id -> record expiry
-    attempt_expiries: list[tuple[float, str]] = field(default_factory=list)
-    tombstones: dict[int, _Tombstone] = field(default_factory=dict)
-    tombstone_order: deque[tuple[float, int]] = field(default_factory=deque)
-    dedup: dict[str, _Dedup] = field(default_factory=dict)
-    dedup_expiries: list[tuple[float, str]] = field(default_factory=list)
-    metadata: dict[str, str] = field(default_factory=dict)
-    state: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> pairs
-    groups: GroupIndex = field(default_factory=GroupIndex)
-    dead_lettered_total: int = 0
-    expired_total: int = 0
-    deleted_total: int = 0
-
-    @property
-    def name(self) -> str:
-        return self.info.name
-
-    @property
-    def config(self) -> QueueConfig:
-        return self.info.config
-
-
-def _is_leased(message: _Message, now: float) -> bool:
-    return message.leased and message.visible_at > now
-
-
-def _state(message: _Message, now: float) -> MessageState:
-    return message_state(message.visible_at, message.leased, now)
 
 
 class MemoryStore(Store):
@@ -385,7 +308,7 @@ class MemoryStore(Store):
             if message is None:
                 results.append(LeaseResult(receipt=change.receipt, status=status, key=key))
                 continue
-            self._set_visibility(queue, message, now, change.visibility_timeout)
+            self._set_visibility(queue, message, now, change.visibility_timeout, change.backoff)
             if change.reason:
                 message.last_error = change.reason
             results.append(
@@ -422,6 +345,23 @@ class MemoryStore(Store):
         return DeleteOutcome(
             results=results, attempt_counts=attempt_counts, deleted_keys=deleted_keys
         )
+
+    async def dead_letter(self, name: str, receipts: list[str], reason: str) -> DeadLetterOutcome:
+        now = self.clock.now()
+        queue = self._open_queue(name, now)
+        if not leases.dead_letters(queue.config):
+            raise NoDeadLetterQueue(name)
+        results: list[LeaseResult] = []
+        moved: list[int] = []
+        for receipt in receipts:
+            status, key, message = self._resolve(queue, receipt, now)
+            if message is not None:
+                self._dead_letter(queue, message, now)
+                if reason:
+                    message.last_error = reason
+                moved.append(message.key)
+            results.append(LeaseResult(receipt=receipt, status=status, key=key))
+        return DeadLetterOutcome(results, moved, queue.config.dead_letter_queue or "")
 
     async def update_message(
         self,
@@ -478,7 +418,7 @@ class MemoryStore(Store):
             message.group = group
             message.delivery_count = 0
             message.visible_at = now
-            message.leased = False
+            message.leased = message.backoff = False
             message.source_queue = None
             message.receipt_seq += 1
             message.expires_at = leases.redrive_expiry(now, to.config)
@@ -534,12 +474,19 @@ class MemoryStore(Store):
 
     def _end_leases(self, queue: _Queue, now: float) -> None:
         """Drop leases that ended by now from the live set (the message itself is visible by
-        its visible_at alone; its `leased` flag is harmless once visible_at <= now)."""
+        its visible_at alone; its `leased` flag is harmless once visible_at <= now). A lease
+        that ends with the retry policy's backoff becomes a delay until its redelivery."""
         while queue.lease_ends and queue.lease_ends[0][0] <= now:
-            _, key, version = heapq.heappop(queue.lease_ends)
+            end, key, version = heapq.heappop(queue.lease_ends)
             message = queue.messages.get(key)
             if message is not None and message.version == version:
                 queue.leased.discard(key)
+                if message.backoff:
+                    message.visible_at = leases.redelivery_at(
+                        end, message.delivery_count, queue.config
+                    )
+                    message.leased = message.backoff = False
+                    self._reindex(queue, message)
 
     def _forget_old_records(self, queue: _Queue, now: float) -> None:
         while queue.tombstone_order and now - queue.tombstone_order[0][0] > TOMBSTONE_SECONDS:
@@ -665,11 +612,19 @@ class MemoryStore(Store):
         message.receipt_seq += 1
         message.visible_at = leases.lease_end(now, vt)
         message.leased = leases.leases(vt)
+        message.backoff = leases.delivery_backs_off(vt, queue.config)
         self._set_attempt(queue, message, attempt_id)
 
-    def _set_visibility(self, queue: _Queue, message: _Message, now: float, vt: float) -> None:
-        message.visible_at = leases.lease_end(now, vt)
-        if not leases.leases(vt):  # a release: visible now and no longer held by anyone
+    def _set_visibility(
+        self, queue: _Queue, message: _Message, now: float, vt: float, backoff: bool = True
+    ) -> None:
+        message.backoff = False  # a lease end named by the caller: no backoff after it
+        if leases.leases(vt):
+            message.visible_at = leases.lease_end(now, vt)
+        else:  # a release: visible now (or after the retry backoff), held by no one
+            message.visible_at = leases.release_end(
+                now, message.delivery_count, queue.config, backoff
+            )
             message.leased = False
             self._set_attempt(queue, message, "")
         self._reindex(queue, message)
@@ -701,7 +656,7 @@ class MemoryStore(Store):
         self._remove(queue, message)
         message.source_queue = queue.name
         message.visible_at = now
-        message.leased = False
+        message.leased = message.backoff = False
         message.expires_at = leases.dead_letter_expiry(message.enqueued_at, dlq.config)
         message.receipt_seq += 1
         self._insert(dlq, message)

@@ -9,7 +9,7 @@ from ..domain.leases import message_state
 from ..domain.types import CountsByState, MessageState, QueueStats
 
 if TYPE_CHECKING:
-    from .memory import _Queue
+    from .memory_rows import _Queue
 
 
 def queue_stats(queue: _Queue, now: float) -> QueueStats:

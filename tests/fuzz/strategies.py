@@ -59,6 +59,8 @@ FIELD_PATHS = [
     "max_delivery_count",
     "max_in_flight",
     "dedup_window",
+    "retry_policy",
+    "config.retry_policy",
     "config",
     "*",
     "body",
@@ -311,6 +313,9 @@ def _templates() -> dict[str, Any]:
         "DeleteMessages": lambda s: pb.DeleteMessagesRequest(queue=s(), receipts=[s()]),
         "UpdateMessage": lambda s: pb.UpdateMessageRequest(queue=s(), receipt=s(), body=b"u"),
         "RedriveMessages": lambda s: pb.RedriveMessagesRequest(queue=s(), destination=s()),
+        "DeadLetterMessages": lambda s: pb.DeadLetterMessagesRequest(
+            queue=s(), receipts=[s()], reason=s()
+        ),
     }
 
 

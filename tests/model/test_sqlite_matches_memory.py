@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from leaseq.server.clock import FakeClock
-from leaseq.server.domain.types import BodyBatch, NewMessage, QueueConfig, VisibilityChange
+from leaseq.server.domain.types import (
+    BodyBatch,
+    NewMessage,
+    QueueConfig,
+    RetryPolicy,
+    VisibilityChange,
+)
 from leaseq.server.errors import LeaseqError, LeaseRejected
 from leaseq.server.store.memory import MemoryStore
 from leaseq.server.store.sqlite import SqliteStore
@@ -89,6 +95,7 @@ class StoresAgree(RuleBasedStateMachine):
             max_delivery_count=2,
             max_in_flight=6,
             dedup_window=20.0,
+            retry_policy=RetryPolicy(minimum_backoff=2.0, maximum_backoff=8.0),
         )
         for name, config in ((DLQ, dead), (QUEUE, work), (OTHER, QueueConfig())):
             mem, sql = self.both("create_queue", name, config)
@@ -216,6 +223,20 @@ class StoresAgree(RuleBasedStateMachine):
         if mem[0] == "ok":
             assert [r.status for r in mem[1].results] == [r.status for r in sql[1].results]
             assert mem[1].attempt_counts == sql[1].attempt_counts
+
+    @rule(data=st.data(), reason=st.sampled_from(["", "gave up"]))
+    def dead_letter(self, data, reason) -> None:
+        pairs = [self.pick_receipts(data) for _ in range(data.draw(st.integers(1, 3)))]
+        answers = []
+        for index, store in enumerate((self.memory, self.sqlite)):
+            receipts = [pair[index] for pair in pairs]
+            answers.append(
+                _outcome(lambda s=store, r=receipts: self.run(s.dead_letter(QUEUE, r, reason)))
+            )
+        mem, sql = answers
+        assert mem[0] == sql[0]
+        if mem[0] == "ok":
+            assert [r.status for r in mem[1].results] == [r.status for r in sql[1].results]
 
     @precondition(lambda self: self.receipts)
     @rule(

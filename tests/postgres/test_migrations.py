@@ -33,10 +33,12 @@ async def _open_at_version(
 ) -> PostgresStore:
     """A store opened as schema `version` made it (only its migrations; monkeypatch.undo()
     brings back the current ones), with these queues. Today's code writes the columns of
-    version 6 (message groups), so they come too: migration 6 is idempotent and runs again."""
+    versions 6 (message groups) and 7 (the retry policy), so they come too: those migrations are
+    idempotent and run again."""
     migrations = list(pg.MIGRATIONS[:version])
     number, statements = migrations[-1]
-    migrations[-1] = (number, [*statements, *dict(pg.MIGRATIONS)[6]])
+    later = dict(pg.MIGRATIONS)
+    migrations[-1] = (number, [*statements, *later[6], *later[7]])
     store = PostgresStore.from_url(url, tuning=pg.Tuning(migrations=tuple(migrations)))
     await store.open()
     for name in queues:

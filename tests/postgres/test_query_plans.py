@@ -145,6 +145,7 @@ LEADING = {
     "messages_attempt": "queue",
     "messages_channel": "queue",
     "messages_enqueued": "queue",
+    "messages_backoff": "queue",
     "tombstones_pkey": "key",
 }
 
@@ -192,6 +193,11 @@ STATEMENTS: dict[str, tuple[str, str, bool]] = {
     # Change visibility, releases, nacks: an UPDATE joined to an unnest of the keys (a join
     # order is the planner's choice: it must stay a probe of the primary key per key).
     "write leases": (pg.WRITE_LEASES_SQL, "messages_pkey", False),
+    # A queue with a retry policy: its ended leases (the partial index of such leases only),
+    # turned into delays, and the mark a delivery's leases get.
+    "ended backoff leases": (pg.BACKOFF_ENDED_SQL, "messages_backoff", False),
+    "end backoffs": (pg.END_BACKOFFS_SQL, "messages_pkey", False),
+    "mark backoffs": (pg.MARK_BACKOFF_SQL, "messages_pkey", False),
 }
 
 
@@ -219,8 +225,14 @@ def _values(name: str, params: dict[str, Any]) -> dict[str, Any]:
     if name == "write leases":
         n = len(values["keys"])
         values.update(
-            visibles=[params["until"]] * n, leased=[True] * n, errors=[""] * n, clear=[False] * n
+            visibles=[params["until"]] * n,
+            leased=[True] * n,
+            backoffs=[False] * n,
+            errors=[""] * n,
+            clear=[False] * n,
         )
+    if name == "end backoffs":
+        values.update(visibles=[params["until"]] * len(values["keys"]))
     return values
 
 

@@ -100,9 +100,20 @@ _VERSION_4_INDEXES = (
 )
 
 
+def rewrite_as_version_6(conn: sqlite3.Connection) -> None:
+    """Turn a file of the current schema into what version 6 wrote (inside the caller's
+    transaction): no retry policy columns, no messages' backoff and its index."""
+    conn.execute("DROP INDEX messages_backoff")
+    conn.execute("ALTER TABLE messages DROP COLUMN backoff")
+    conn.execute("ALTER TABLE queues DROP COLUMN retry_minimum_backoff")
+    conn.execute("ALTER TABLE queues DROP COLUMN retry_maximum_backoff")
+    conn.execute("UPDATE meta SET value = 6 WHERE name = 'schema_version'")
+
+
 def rewrite_as_version_5(conn: sqlite3.Connection) -> None:
     """Turn a file of the current schema into what version 5 wrote (inside the caller's
-    transaction): no message groups."""
+    transaction): no message groups (nor what later versions added)."""
+    rewrite_as_version_6(conn)
     for index in ("messages_group", "messages_group_visible"):
         conn.execute(f"DROP INDEX {index}")
     conn.execute("DROP TABLE groups")

@@ -198,7 +198,7 @@ async def test_a_version_4_file_is_migrated_and_answers_the_same(
     try:
         with read_only(db_path) as conn:
             version = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'")
-            assert int(version.fetchone()[0]) == SCHEMA_VERSION == 6
+            assert int(version.fetchone()[0]) == SCHEMA_VERSION == 7
             assert conn.execute("SELECT DISTINCT lifetime FROM messages").fetchall() == [(0.0,)]
             assert conn.execute("SELECT lifetime FROM lifetimes").fetchall() == [(0.0,)]
             indexes = {row[1] for row in conn.execute("PRAGMA index_list(messages)")}

@@ -119,7 +119,7 @@ async def test_a_version_1_file_is_migrated_and_its_tombstones_still_answer(
         await reopened.close()
     with read_only(db_path) as conn:
         version = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-        assert int(version[0]) == SCHEMA_VERSION == 6
+        assert int(version[0]) == SCHEMA_VERSION == 7
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(tombstones)")}
         assert "tombstones_age" in indexes
     # The migrated rows (one key each) and the new delete's run, side by side.

@@ -61,7 +61,7 @@ LEASE_STATUS_INVALID_RECEIPT: LeaseStatus
 LEASE_STATUS_ALREADY_DELETED: LeaseStatus
 
 class QueueConfig(_message.Message):
-    __slots__ = ("visibility_timeout", "receive_wait_time", "message_retention", "default_delay", "max_message_bytes", "dead_letter_queue", "max_delivery_count", "max_in_flight", "dedup_window", "ordering", "content_based_dedup", "dedup_scope")
+    __slots__ = ("visibility_timeout", "receive_wait_time", "message_retention", "default_delay", "max_message_bytes", "dead_letter_queue", "max_delivery_count", "max_in_flight", "dedup_window", "retry_policy", "ordering", "content_based_dedup", "dedup_scope")
     VISIBILITY_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     RECEIVE_WAIT_TIME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_RETENTION_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,7 @@ class QueueConfig(_message.Message):
     MAX_DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     DEDUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     ORDERING_FIELD_NUMBER: _ClassVar[int]
     CONTENT_BASED_DEDUP_FIELD_NUMBER: _ClassVar[int]
     DEDUP_SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -83,10 +84,19 @@ class QueueConfig(_message.Message):
     max_delivery_count: int
     max_in_flight: int
     dedup_window: _duration_pb2.Duration
+    retry_policy: RetryPolicy
     ordering: Ordering
     content_based_dedup: bool
     dedup_scope: DedupScope
-    def __init__(self, visibility_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., receive_wait_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., message_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., default_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_message_bytes: _Optional[int] = ..., dead_letter_queue: _Optional[str] = ..., max_delivery_count: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., dedup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ordering: _Optional[_Union[Ordering, str]] = ..., content_based_dedup: _Optional[bool] = ..., dedup_scope: _Optional[_Union[DedupScope, str]] = ...) -> None: ...
+    def __init__(self, visibility_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., receive_wait_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., message_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., default_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_message_bytes: _Optional[int] = ..., dead_letter_queue: _Optional[str] = ..., max_delivery_count: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., dedup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., ordering: _Optional[_Union[Ordering, str]] = ..., content_based_dedup: _Optional[bool] = ..., dedup_scope: _Optional[_Union[DedupScope, str]] = ...) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ("minimum_backoff", "maximum_backoff")
+    MINIMUM_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    MAXIMUM_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    minimum_backoff: _duration_pb2.Duration
+    maximum_backoff: _duration_pb2.Duration
+    def __init__(self, minimum_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., maximum_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Queue(_message.Message):
     __slots__ = ("name", "config", "create_time")
@@ -541,3 +551,27 @@ class RedriveMessagesResponse(_message.Message):
     MOVED_COUNT_FIELD_NUMBER: _ClassVar[int]
     moved_count: int
     def __init__(self, moved_count: _Optional[int] = ...) -> None: ...
+
+class DeadLetterMessagesRequest(_message.Message):
+    __slots__ = ("queue", "receipts", "reason")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    receipts: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, queue: _Optional[str] = ..., receipts: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DeadLetterResult(_message.Message):
+    __slots__ = ("receipt", "status")
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    receipt: str
+    status: LeaseStatus
+    def __init__(self, receipt: _Optional[str] = ..., status: _Optional[_Union[LeaseStatus, str]] = ...) -> None: ...
+
+class DeadLetterMessagesResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DeadLetterResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[DeadLetterResult, _Mapping]]] = ...) -> None: ...

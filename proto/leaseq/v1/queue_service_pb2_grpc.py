@@ -105,6 +105,11 @@ class QueueServiceStub:
                 request_serializer=leaseq_dot_v1_dot_queue__service__pb2.RedriveMessagesRequest.SerializeToString,
                 response_deserializer=leaseq_dot_v1_dot_queue__service__pb2.RedriveMessagesResponse.FromString,
                 _registered_method=True)
+        self.DeadLetterMessages = channel.unary_unary(
+                '/leaseq.v1.QueueService/DeadLetterMessages',
+                request_serializer=leaseq_dot_v1_dot_queue__service__pb2.DeadLetterMessagesRequest.SerializeToString,
+                response_deserializer=leaseq_dot_v1_dot_queue__service__pb2.DeadLetterMessagesResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServiceServicer:
@@ -211,6 +216,13 @@ class QueueServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeadLetterMessages(self, request, context):
+        """DeadLetterMessages moves leased messages to the queue's dead letter queue now, with a reason.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -283,6 +295,11 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.RedriveMessages,
                     request_deserializer=leaseq_dot_v1_dot_queue__service__pb2.RedriveMessagesRequest.FromString,
                     response_serializer=leaseq_dot_v1_dot_queue__service__pb2.RedriveMessagesResponse.SerializeToString,
+            ),
+            'DeadLetterMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeadLetterMessages,
+                    request_deserializer=leaseq_dot_v1_dot_queue__service__pb2.DeadLetterMessagesRequest.FromString,
+                    response_serializer=leaseq_dot_v1_dot_queue__service__pb2.DeadLetterMessagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -664,6 +681,33 @@ class QueueService:
             '/leaseq.v1.QueueService/RedriveMessages',
             leaseq_dot_v1_dot_queue__service__pb2.RedriveMessagesRequest.SerializeToString,
             leaseq_dot_v1_dot_queue__service__pb2.RedriveMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeadLetterMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leaseq.v1.QueueService/DeadLetterMessages',
+            leaseq_dot_v1_dot_queue__service__pb2.DeadLetterMessagesRequest.SerializeToString,
+            leaseq_dot_v1_dot_queue__service__pb2.DeadLetterMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -67,6 +67,8 @@ class QueueServiceStub:
     """UpdateMessage replaces a leased message's body and/or attributes and sets its visibility."""
     RedriveMessages: _grpc.UnaryUnaryMultiCallable[_queue_service_pb2.RedriveMessagesRequest, _queue_service_pb2.RedriveMessagesResponse]
     """RedriveMessages moves messages from a dead letter queue back to their source queue."""
+    DeadLetterMessages: _grpc.UnaryUnaryMultiCallable[_queue_service_pb2.DeadLetterMessagesRequest, _queue_service_pb2.DeadLetterMessagesResponse]
+    """DeadLetterMessages moves leased messages to the queue's dead letter queue now, with a reason."""
 
 @_typing.type_check_only
 class QueueServiceAsyncStub(QueueServiceStub):
@@ -105,6 +107,8 @@ class QueueServiceAsyncStub(QueueServiceStub):
     """UpdateMessage replaces a leased message's body and/or attributes and sets its visibility."""
     RedriveMessages: _aio.UnaryUnaryMultiCallable[_queue_service_pb2.RedriveMessagesRequest, _queue_service_pb2.RedriveMessagesResponse]  # type: ignore[assignment]
     """RedriveMessages moves messages from a dead letter queue back to their source queue."""
+    DeadLetterMessages: _aio.UnaryUnaryMultiCallable[_queue_service_pb2.DeadLetterMessagesRequest, _queue_service_pb2.DeadLetterMessagesResponse]  # type: ignore[assignment]
+    """DeadLetterMessages moves leased messages to the queue's dead letter queue now, with a reason."""
 
 class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
     """QueueService manages queues and moves messages through them under leases."""
@@ -224,5 +228,13 @@ class QueueServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_queue_service_pb2.RedriveMessagesResponse, _abc.Awaitable[_queue_service_pb2.RedriveMessagesResponse]]:
         """RedriveMessages moves messages from a dead letter queue back to their source queue."""
+
+    @_abc_1.abstractmethod
+    def DeadLetterMessages(
+        self,
+        request: _queue_service_pb2.DeadLetterMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_queue_service_pb2.DeadLetterMessagesResponse, _abc.Awaitable[_queue_service_pb2.DeadLetterMessagesResponse]]:
+        """DeadLetterMessages moves leased messages to the queue's dead letter queue now, with a reason."""
 
 def add_QueueServiceServicer_to_server(servicer: QueueServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -12,6 +12,7 @@ from psycopg.errors import UniqueViolation
 from ...domain import leases as decide
 from ...domain.types import (
     AllDeleted,
+    DeadLetterOutcome,
     DeleteOutcome,
     LeaseResult,
     LeaseStatus,
@@ -20,11 +21,13 @@ from ...domain.types import (
 )
 from ...errors import (
     LeaseRejected,
+    NoDeadLetterQueue,
 )
 from .settings import (
     IN_FLIGHT_NOTIFY_MARGIN,
 )
 from .statements import (
+    DEAD_LETTER_SQL,
     DELETE_ATTEMPT_SQL,
     DELETE_KEYS_SQL,
     DELETE_RECEIPTS_SQL,
@@ -55,7 +58,7 @@ class LeaseOps:
             decoded = [tx.codec.decode(c.receipt, found.uid) for c in changes]
             leases, tombstones = await tx.lookup(found, decoded)
             results, changed = decide.apply_visibility_changes(
-                changes, decoded, leases, tombstones, tx.now
+                changes, decoded, leases, tombstones, tx.now, found.config
             )
             await tx.write_leases(list(changed.values()))
             if changed:
@@ -153,6 +156,37 @@ class LeaseOps:
 
         return await self.store._run(op)
 
+    # -- dead-lettering on request --------------------------------------------------------------
+
+    async def dead_letter(self, name: str, receipts: list[str], reason: str) -> DeadLetterOutcome:
+        async def op(tx: _Tx) -> DeadLetterOutcome:
+            found = await tx.queue(name)
+            dlq = await self.store._receiving._dead_letter_target(tx, found)
+            if dlq is None:
+                raise NoDeadLetterQueue(name)
+            decoded = [tx.codec.decode(r, found.uid) for r in receipts]
+            leases, tombstones = await tx.lookup(found, decoded)
+            results, moved = decide.apply_dead_letters(
+                receipts, decoded, leases, tombstones, tx.now
+            )
+            if moved:
+                await tx.run(
+                    DEAD_LETTER_SQL,
+                    tx.p(
+                        found,
+                        dlq=dlq.id,
+                        retention=dlq.config.message_retention,
+                        source=found.name,
+                        keys=moved,
+                        reason=reason or None,
+                    ),
+                )
+                # Room under the source's limits; new messages in the dead letter queue.
+                tx.published.update((name, dlq.name))
+            return DeadLetterOutcome(results, moved, dlq.name)
+
+        return await self.store._run(op)
+
     # -- update message ------------------------------------------------------------------------
 
     async def update_message(
@@ -193,7 +227,7 @@ class LeaseOps:
                 tx.published.add(name)
             await tx.run(
                 "UPDATE messages SET body = %(body)b, attributes = %(attributes)b::jsonb,"
-                " visible_at = %(visible_at)b, leased = %(leased)b,"
+                " visible_at = %(visible_at)b, leased = %(leased)b, backoff = %(backoff)b,"
                 " receipt_seq = receipt_seq + 1,"
                 " attempt_id = CASE WHEN %(clear)b THEN NULL ELSE attempt_id END"
                 " WHERE key = %(key)b",
@@ -202,6 +236,7 @@ class LeaseOps:
                     "attributes": _encode_attributes(new_attributes),
                     "visible_at": lease.visible_at,
                     "leased": lease.leased,
+                    "backoff": lease.backoff,
                     "clear": lease.clear_attempt,
                     "key": key,
                 },

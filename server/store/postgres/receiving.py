@@ -26,6 +26,7 @@ from .statements import (
     DEAD_LETTER_SQL,
     DELIVER_KEYS_SQL,
     IN_FLIGHT_SQL,
+    MARK_BACKOFF_SQL,
     NEXT_VISIBLE_SQL,
     SIZE_SQL,
     _channel_clause,
@@ -97,6 +98,8 @@ class Receives:
                 rows = await self._pick_and_deliver(
                     tx, found, dlq, limit, timeout, channel_filter, attempt_id, max_bytes
                 )
+            if rows and decide.delivery_backs_off(timeout, found.config):
+                await tx.run(MARK_BACKOFF_SQL, {"keys": [row.key for row in rows]})
             cut = len(rows) < limit and bytes_reached(sum(_size(row) for row in rows), max_bytes)
             if attempt_id and rows:
                 await tx.run(
@@ -345,6 +348,7 @@ class Receives:
                     retention=dlq.config.message_retention,
                     source=found.name,
                     keys=dead,
+                    reason=None,
                 ),
             )
             tx.published.add(dlq.name)

@@ -337,6 +337,22 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX IF NOT EXISTS groups_turn ON {schema}.groups (queue, turn, name)",
         ],
     ),
+    (
+        7,
+        [
+            # The retry policy: a queue's backoffs (NULL: none), and on each message whether its
+            # lease ends with the backoff. Nullable and defaulted columns rewrite nothing. The
+            # partial index holds only such leases (queues with a policy), so the sweep that
+            # turns the ended ones into delays (BACKOFF_ENDED_SQL) reads only those.
+            # IF NOT EXISTS: the migration tests run older versions' schemas with these added.
+            "ALTER TABLE {schema}.queues ADD COLUMN IF NOT EXISTS retry_minimum_backoff float8,"
+            " ADD COLUMN IF NOT EXISTS retry_maximum_backoff float8",
+            "ALTER TABLE {schema}.messages"
+            " ADD COLUMN IF NOT EXISTS backoff boolean NOT NULL DEFAULT false",
+            "CREATE INDEX IF NOT EXISTS messages_backoff ON {schema}.messages (queue, visible_at)"
+            " WHERE backoff",
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -3,12 +3,11 @@ parameters."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ...domain.types import QueueConfig
+from ..config_rows import CONFIG_COLUMNS
 
 DEFAULT_SCHEMA = "leaseq"
 DEFAULT_POOL_MIN = 2
@@ -72,7 +71,7 @@ AUTOVACUUM_THRESHOLD = 5_000
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
-_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(QueueConfig))
+_CONFIG_FIELDS = CONFIG_COLUMNS  # a column per QueueConfig field, the retry policy as two
 
 # --- URL and settings -------------------------------------------------------------------------
 

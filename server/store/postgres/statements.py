@@ -226,7 +226,8 @@ ATTEMPT_LEASES_SQL = (
 
 # The fencing state of messages by key, locked in key order (no deadlock between two acks).
 LEASES_BY_KEY_SQL = (
-    "SELECT key, receipt_seq, leased, visible_at, last_error FROM messages"
+    "SELECT key, receipt_seq, leased, visible_at, last_error, delivery_count, backoff"
+    " FROM messages"
     f" WHERE key = ANY(%(keys)b::bigint[]) AND queue + 0 = %(queue)b AND {UNEXPIRED}"
     " ORDER BY key FOR UPDATE"
 )
@@ -316,8 +317,9 @@ INSERT_MESSAGES_SQL = """
 DEAD_LETTER_SQL = f"""
     WITH moved AS (
         UPDATE messages SET queue = %(dlq)b, visible_at = %(now)b, leased = false,
-            expires_at = enqueued_at + %(retention)b, receipt_seq = receipt_seq + 1,
-            source_queue = %(source)b, attempt_id = NULL
+            backoff = false, expires_at = enqueued_at + %(retention)b,
+            receipt_seq = receipt_seq + 1, source_queue = %(source)b, attempt_id = NULL,
+            last_error = COALESCE(%(reason)b::text, last_error)
         WHERE key = ANY(%(keys)b::bigint[])
         RETURNING 1)
     INSERT INTO queue_counters AS c (queue, slot, dead_lettered)
@@ -326,12 +328,31 @@ DEAD_LETTER_SQL = f"""
     DO UPDATE SET dead_lettered = c.dead_lettered + EXCLUDED.dead_lettered
 """
 
+# The leases of a queue with a retry policy that ended by now and end with its backoff (only such
+# leases are in the partial index messages_backoff); those another transaction holds are left to
+# it (SKIP LOCKED: no lock order to keep, so the order is the index's). _Tx.end_backoff_leases
+# turns each into a delay until its redelivery (END_BACKOFFS_SQL).
+BACKOFF_ENDED_SQL = (
+    "SELECT key, visible_at, delivery_count FROM messages"
+    " WHERE queue = %(queue)b AND backoff AND visible_at <= %(now)b"
+    " ORDER BY visible_at FOR UPDATE SKIP LOCKED"
+)
+
+END_BACKOFFS_SQL = """
+    UPDATE messages m SET visible_at = v.visible_at, leased = false, backoff = false
+    FROM unnest(%(keys)b::bigint[], %(visibles)b::float8[]) AS v(key, visible_at)
+    WHERE m.key = v.key AND m.key = ANY(%(keys)b::bigint[])
+"""
+
+# A delivery to a queue with a retry policy: its leases end with the backoff.
+MARK_BACKOFF_SQL = "UPDATE messages SET backoff = true WHERE key = ANY(%(keys)b::bigint[])"
+
 # Redrive: messages of %(queue)b (locked by the pick) to the queues v.queue, delivery count
 # reset, a new retention clock (counted in both queues' channel counts by the trigger
 # channel_counts_move).
 REDRIVE_SQL = """
     UPDATE messages m SET queue = v.queue, delivery_count = 0,
-        visible_at = %(now)b, leased = false, source_queue = NULL,
+        visible_at = %(now)b, leased = false, backoff = false, source_queue = NULL,
         receipt_seq = m.receipt_seq + 1, expires_at = v.expires_at, attempt_id = NULL
     FROM unnest(%(keys)b::bigint[], %(queues)b::bigint[], %(expires)b::float8[])
          AS v(key, queue, expires_at)
@@ -408,12 +429,12 @@ STATS_SQL = f"""
 # the join: a join order is the planner's choice, and with statistics of a nearly empty table it
 # hashed the keys and read the whole primary key index for them; the ANY bounds that scan.
 WRITE_LEASES_SQL = """
-    UPDATE messages m SET visible_at = v.visible_at, leased = v.leased,
+    UPDATE messages m SET visible_at = v.visible_at, leased = v.leased, backoff = v.backoff,
         last_error = v.last_error,
         attempt_id = CASE WHEN v.clear_attempt THEN NULL ELSE m.attempt_id END
     FROM unnest(%(keys)b::bigint[], %(visibles)b::float8[], %(leased)b::bool[],
-                %(errors)b::text[], %(clear)b::bool[])
-         AS v(key, visible_at, leased, last_error, clear_attempt)
+                %(backoffs)b::bool[], %(errors)b::text[], %(clear)b::bool[])
+         AS v(key, visible_at, leased, backoff, last_error, clear_attempt)
     WHERE m.key = v.key AND m.key = ANY(%(keys)b::bigint[])
 """
 
@@ -478,6 +499,7 @@ def receive_sql(channel_clause: str = "", sized: bool = False) -> str:
                 COALESCE(%(timeout)b::float8, q.visibility_timeout) AS timeout,
                 (q.dead_letter_queue IS NULL OR q.dead_letter_queue = ''
                  OR q.max_delivery_count IS NULL)
+                AND q.retry_minimum_backoff IS NULL
                 AND (COALESCE(%(timeout)b::float8, q.visibility_timeout) <= 0
                      OR {_IN_FLIGHT_CEILING} + %(limit)b <= q.max_in_flight) AS fast
             FROM queues q, (SELECT {NOW_SQL} AS now) c

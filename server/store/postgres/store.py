@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -19,6 +18,7 @@ from ...domain.rules import bytes_reached
 from ...domain.types import (
     BodyBatch,
     CountsByState,
+    DeadLetterOutcome,
     DeleteOutcome,
     LeaseResult,
     NewMessage,
@@ -42,6 +42,7 @@ from ...errors import (
 )
 from ...receipts import ReceiptCodec, new_queue_uid
 from .. import StoreOpenError
+from ..config_rows import config_values
 from .connection import (
     DatabaseClock,
     _check_connection,
@@ -429,7 +430,7 @@ class PostgresStore:
             cur = await tx.conn.execute(
                 f"INSERT INTO queues ({columns}) VALUES ({marks})"
                 " ON CONFLICT (name) DO NOTHING RETURNING id",
-                (name, new_queue_uid(), now, *dataclasses.astuple(config)),
+                (name, new_queue_uid(), now, *config_values(config)),
             )
             if await cur.fetchone() is None:
                 # Another replica created it meanwhile (its INSERT committed first).
@@ -488,7 +489,7 @@ class PostgresStore:
             assignments = ", ".join(f"{field} = %s" for field in _CONFIG_FIELDS)
             await tx.conn.execute(
                 f"UPDATE queues SET {assignments} WHERE id = %s",
-                (*dataclasses.astuple(config), found.id),
+                (*config_values(config), found.id),
             )
             await tx.conn.execute(*self._notifier.config_notify_sql(name))
             tx.published.add(name)
@@ -737,6 +738,9 @@ class PostgresStore:
         self, name: str, receipts: list[str], attempt_ids: Sequence[str] = ()
     ) -> DeleteOutcome:
         return await self._leasing.delete(name, receipts, attempt_ids)
+
+    async def dead_letter(self, name: str, receipts: list[str], reason: str) -> DeadLetterOutcome:
+        return await self._leasing.dead_letter(name, receipts, reason)
 
     async def update_message(
         self,

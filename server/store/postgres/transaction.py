@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from ...domain import leases as decide
 from ...domain.leases import Lease, Tombstone, message_state
 from ...domain.rules import check_dead_letter_pair, message_size
 from ...domain.types import DeliveredMessage, PeekedMessage, QueueConfig, QueueInfo
@@ -19,8 +20,11 @@ from ...errors import (
     QueueNotFound,
 )
 from ...receipts import ReceiptCodec
+from ..config_rows import config_from_values
 from .settings import _CONFIG_FIELDS
 from .statements import (
+    BACKOFF_ENDED_SQL,
+    END_BACKOFFS_SQL,
     LEASES_BY_KEY_SQL,
     NOW_SQL,
     QUEUE_COLUMNS,
@@ -68,7 +72,7 @@ class _Queue:
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> _Queue:
         n = len(_CONFIG_FIELDS)
-        config = QueueConfig(**dict(zip(_CONFIG_FIELDS, row[4 : 4 + n])))
+        config = config_from_values(row[4 : 4 + n])
         return cls(row[0], row[1], row[2], row[3], config)
 
     def info(self) -> QueueInfo:
@@ -146,7 +150,24 @@ class _Tx:
             )
         if has_expired:
             await self.run(self.sweep, self.p(found))
+        if found.config.retry_policy is not None:
+            await self.end_backoff_leases(found)
         return found
+
+    async def end_backoff_leases(self, found: _Queue) -> None:
+        """Leases that ended by now and end with the queue's backoff (base.py: before every
+        operation reads the queue): each message becomes a delay until its redelivery."""
+        rows = await self.rows(BACKOFF_ENDED_SQL, self.p(found))
+        if rows:
+            await self.run(
+                END_BACKOFFS_SQL,
+                {
+                    "keys": [key for key, _, _ in rows],
+                    "visibles": [
+                        decide.redelivery_at(end, count, found.config) for _, end, count in rows
+                    ],
+                },
+            )
 
     async def queue(self, name: str, lock: str = "", ceiling: bool = False) -> _Queue:
         found = await self.open(name, lock, ceiling)
@@ -218,7 +239,10 @@ class _Tx:
         if not keys:
             return {}
         rows = await self.rows(LEASES_BY_KEY_SQL, self.p(found, keys=keys))
-        return {row[0]: Lease(*row) for row in rows}
+        return {
+            key: Lease(key, seq, leased, visible_at, error, False, count, backoff)
+            for key, seq, leased, visible_at, error, count, backoff in rows
+        }
 
     async def tombstones(self, found: _Queue, keys: Iterable[int]) -> dict[int, Tombstone]:
         keys = sorted(set(keys))
@@ -243,6 +267,7 @@ class _Tx:
                 "keys": [lease.key for lease in leases],
                 "visibles": [lease.visible_at for lease in leases],
                 "leased": [lease.leased for lease in leases],
+                "backoffs": [lease.backoff for lease in leases],
                 "errors": [lease.last_error for lease in leases],
                 "clear": [lease.clear_attempt for lease in leases],
             },

@@ -186,7 +186,9 @@ class Groups:
         if dead:
             assert dlq is not None
             moved = self.of_keys(row.key for row in dead)
-            self.tx._move_to_dead_letter_queue(self.found, dlq, dead)
+            from .retries import Retries  # here: retries.py imports this module
+
+            Retries(self.tx).move_to_dead_letter_queue(self.found, dlq, dead)
             Groups(self.tx, dlq).refresh(moved)
             self.refresh(moved - set(served))
         return keys, served

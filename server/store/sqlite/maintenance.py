@@ -72,7 +72,7 @@ class Maintenance:
         for queue_id in {to.id for to, _ in moves}:
             self.tx._lifetime_classes(queue_id, [0.0])
         self.tx.conn.executemany(
-            "UPDATE messages SET queue = ?, delivery_count = 0, visible_at = ?, leased = 0,"
+            "UPDATE messages SET queue = ?, delivery_count = 0, visible_at = ?, leased = 0, backoff = 0,"
             " source_queue = NULL, receipt_seq = receipt_seq + 1, expires_at = ?, attempt_id = NULL,"
             " lifetime = 0 WHERE key = ?",
             [

@@ -3,7 +3,6 @@ query-plan tests check exactly these)."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import sqlite3
@@ -11,10 +10,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from ...domain.types import QueueConfig
 from ...receipts import new_signing_key
+from ..config_rows import CONFIG_COLUMNS
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """1: one tombstone row per deleted message. 2: one row per run of consecutive keys deleted by one
 operation with the same receipt_seq. 3: message counts by channel kept in channel_counts, and the
 messages_enqueued index, so that stats read no more than the queue's unavailable messages.
@@ -22,11 +21,13 @@ messages_enqueued index, so that stats read no more than the queue's unavailable
 expiry sweep and stats' oldest visible message, and live leases are counted from
 messages_visible, which now holds `leased` (MIGRATIONS). 6: message groups: queues' ordering,
 content_based_dedup and dedup_scope, messages' `grp` and the `groups` table (_GROUPS).
+7: queues' retry policy (retry_minimum_backoff, retry_maximum_backoff) and messages' `backoff`
+with its partial index messages_backoff (see BACKOFF_ENDED_SQL).
 queue_state and settings need no version: the schema statements make them (IF NOT EXISTS) in
 a file of any version, and a leaseq that does not know them leaves them alone."""
 
-# One column per QueueConfig field, in the dataclass's order.
-_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(QueueConfig))
+# One column per QueueConfig field, in the dataclass's order (the retry policy as two).
+_CONFIG_FIELDS = CONFIG_COLUMNS
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -51,11 +52,15 @@ CREATE TABLE IF NOT EXISTS queues (
     ordering            INTEGER NOT NULL DEFAULT 1,
     content_based_dedup INTEGER NOT NULL DEFAULT 0,
     dedup_scope         INTEGER NOT NULL DEFAULT 1,
+    retry_minimum_backoff REAL,           -- NULL: no retry policy
+    retry_maximum_backoff REAL,
     dead_lettered_total INTEGER NOT NULL DEFAULT 0,
     expired_total       INTEGER NOT NULL DEFAULT 0,
     deleted_total       INTEGER NOT NULL DEFAULT 0
 );
 
+-- No comma in a column's comment: DROP COLUMN (the tests make older versions' files so) reads
+-- one there as the end of the column before.
 CREATE TABLE IF NOT EXISTS messages (
     key            INTEGER PRIMARY KEY AUTOINCREMENT,
     queue          INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
@@ -73,7 +78,8 @@ CREATE TABLE IF NOT EXISTS messages (
     attempt_id     TEXT,
     source_queue   TEXT,
     lifetime       REAL NOT NULL DEFAULT 0, -- the message's lifetime class (_LIFETIMES)
-    grp            TEXT                     -- the message's group, NULL for none
+    grp            TEXT,                    -- the message's group (NULL: none)
+    backoff        INTEGER NOT NULL DEFAULT 0 -- 1: the lease ends with the retry backoff
 );
 {message_indexes}
 CREATE INDEX IF NOT EXISTS messages_attempt ON messages (queue, attempt_id)
@@ -162,6 +168,7 @@ CREATE INDEX IF NOT EXISTS messages_enqueued ON messages (queue, enqueued_at) WH
 CREATE INDEX IF NOT EXISTS messages_group ON messages (queue, grp) WHERE grp IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_group_visible ON messages (queue, grp, visible_at)
     WHERE grp IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_backoff ON messages (queue, visible_at) WHERE backoff = 1;
 CREATE TABLE IF NOT EXISTS lifetimes (
     queue    INTEGER NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
     lifetime REAL NOT NULL,
@@ -241,6 +248,12 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE queues ADD COLUMN content_based_dedup INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE queues ADD COLUMN dedup_scope INTEGER NOT NULL DEFAULT 1",
         "ALTER TABLE messages ADD COLUMN grp TEXT",
+    ],
+    # messages_backoff is made after the migrations, with the other message indexes.
+    7: [
+        "ALTER TABLE queues ADD COLUMN retry_minimum_backoff REAL",
+        "ALTER TABLE queues ADD COLUMN retry_maximum_backoff REAL",
+        "ALTER TABLE messages ADD COLUMN backoff INTEGER NOT NULL DEFAULT 0",
     ],
 }
 
@@ -356,14 +369,22 @@ DELIVERED_COLUMNS = (
     " ELSE json_array(attributes, channel, last_error, grp) END"
 )
 
-# Parameters: visible_at, leased, attempt_id, JSON array of keys. RETURNING gives the rows after
+# The leases of a queue with a retry policy that ended by now and end with its backoff (a
+# delivery set `backoff`; only such leases are in the partial index, so queues without a policy
+# pay nothing): transaction.Tx turns each into a delay until its redelivery.
+BACKOFF_ENDED_SQL = (
+    "SELECT key, visible_at, delivery_count FROM messages INDEXED BY messages_backoff"
+    " WHERE queue = ? AND backoff = 1 AND visible_at <= ?"
+)
+
+# Parameters: visible_at, leased, backoff, attempt_id, JSON array of keys. RETURNING gives the rows after
 # the update, in no particular order (the caller restores delivery order). OR FAIL: no
 # constraint can fail here (every value set is given or computed), and OR ABORT's only effect
 # would be a statement journal, one more copy of every page the statement changes; the
 # operation's own rollback covers any other error.
 DELIVER_SQL = (
     "UPDATE OR FAIL messages SET delivery_count = delivery_count + 1, receipt_seq = receipt_seq + 1,"
-    " visible_at = ?, leased = ?, attempt_id = ?"
+    " visible_at = ?, leased = ?, backoff = ?, attempt_id = ?"
     f" WHERE key IN (SELECT value FROM json_each(?)) RETURNING {DELIVERED_COLUMNS}"
 )
 
@@ -461,7 +482,8 @@ def leases_by_key_sql(count: int) -> str:
     `queue = ?` term tempts the planner into scanning an index of the whole queue instead."""
     marks = ", ".join("?" * count)
     return (
-        "SELECT key, queue, receipt_seq, leased, visible_at, last_error FROM messages"
+        "SELECT key, queue, receipt_seq, leased, visible_at, last_error, delivery_count, backoff"
+        " FROM messages"
         f" WHERE key IN ({marks})"
     )
 

@@ -12,6 +12,7 @@ from typing import TypeVar
 from ...clock import Clock, SystemClock
 from ...domain.types import (
     BodyBatch,
+    DeadLetterOutcome,
     DeleteOutcome,
     LeaseResult,
     NewMessage,
@@ -371,6 +372,12 @@ class SqliteStore:
             lambda tx: tx.delete(name, list(receipts), list(attempt_ids), decoded),
             weight=len(receipts) + len(attempt_ids),
             durable=False,
+        )
+
+    async def dead_letter(self, name: str, receipts: list[str], reason: str) -> DeadLetterOutcome:
+        decoded = self._predecode(name, receipts)
+        return await self._call(
+            lambda tx: tx.dead_letter(name, list(receipts), reason, decoded), weight=len(receipts)
         )
 
     async def update_message(

@@ -16,6 +16,7 @@ from ...domain.leases import Lease, Tombstone, fence, fence_lease, lease_result
 from ...domain.rules import bytes_reached, check_dead_letter_pair
 from ...domain.types import (
     AllDeleted,
+    DeadLetterOutcome,
     DeleteOutcome,
     LeaseResult,
     LeaseStatus,
@@ -35,9 +36,11 @@ from ...errors import (
     QueueNotFound,
 )
 from ...receipts import ReceiptCodec, new_queue_uid
+from ..config_rows import config_from_values, config_values
 from .groups import Groups
 from .maintenance import Maintenance
 from .reads import Decoded, Delivery, StatsCounters
+from .retries import Retries
 from .schema import (
     _CONFIG_FIELDS,
     ADD_LIFETIME_SQL,
@@ -94,7 +97,7 @@ class _Queue:
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> _Queue:
         n = len(_CONFIG_FIELDS)
-        config = QueueConfig(**dict(zip(_CONFIG_FIELDS, row[4 : 4 + n])))
+        config = config_from_values(row[4 : 4 + n])
         dead_lettered, expired, deleted = row[4 + n : 7 + n]
         return cls(row[0], row[1], row[2], row[3], config, dead_lettered, expired, deleted)
 
@@ -184,6 +187,8 @@ class _Tx:
         if found is None:
             raise QueueNotFound(name)
         swept = self.conn.execute(SWEEP_SQL, (found.id, self.now)).fetchall()
+        if found.config.retry_policy is not None:
+            Retries(self).end_backoff_leases(found)
         if not swept:
             return found
         channels = [channel for channel, _ in swept]
@@ -218,7 +223,7 @@ class _Tx:
         self._check_dead_letter_queue(name, config)
         columns = ", ".join(("name", "uid", "create_time", *_CONFIG_FIELDS))
         marks = ", ".join("?" * (3 + len(_CONFIG_FIELDS)))
-        values = (name, new_queue_uid(), self.now, *dataclasses.astuple(config))
+        values = (name, new_queue_uid(), self.now, *config_values(config))
         self.conn.execute(f"INSERT INTO queues ({columns}) VALUES ({marks})", values)
         return QueueInfo(name, config, self.now)
 
@@ -240,7 +245,7 @@ class _Tx:
         found = self.queue(name)
         self._check_dead_letter_queue(name, config)
         assignments = ", ".join(f"{field} = ?" for field in _CONFIG_FIELDS)
-        values = (*dataclasses.astuple(config), found.id)
+        values = (*config_values(config), found.id)
         self.conn.execute(f"UPDATE queues SET {assignments} WHERE id = ?", values)
         return QueueInfo(name, config, found.create_time)
 
@@ -438,7 +443,7 @@ class _Tx:
                 break
         if dead:
             assert dead_letter_queue is not None
-            self._move_to_dead_letter_queue(found, dead_letter_queue, dead)
+            Retries(self).move_to_dead_letter_queue(found, dead_letter_queue, dead)
         return deliver, None
 
     @staticmethod
@@ -451,34 +456,6 @@ class _Tx:
             return None
         # delete_queue refuses to delete a queue in use as a DLQ, so this exists.
         return self.find_queue(config.dead_letter_queue)  # type: ignore[arg-type]  # set: dead_letters
-
-    def _move_to_dead_letter_queue(
-        self, found: _Queue, dlq: _Queue, rows: list[_Candidate]
-    ) -> None:
-        retention = dlq.config.message_retention
-        # expires_at = enqueued_at + retention: class `retention` (or 0, see _lifetime_classes).
-        lifetime = self._lifetime_classes(dlq.id, [retention])[retention]
-        self._move_counts([(row.key, found.id, dlq.id) for row in rows])
-        self.conn.executemany(
-            "UPDATE messages SET queue = ?, visible_at = ?, leased = 0, expires_at = ?,"
-            " lifetime = ?, receipt_seq = receipt_seq + 1, source_queue = ?, attempt_id = NULL"
-            " WHERE key = ?",
-            [
-                (
-                    dlq.id,
-                    self.now,
-                    decide.dead_letter_expiry(row.enqueued_at, dlq.config),
-                    lifetime,
-                    found.name,
-                    row.key,
-                )
-                for row in rows
-            ],
-        )
-        self.conn.execute(
-            "UPDATE queues SET dead_lettered_total = dead_lettered_total + ? WHERE id = ?",
-            (len(rows), found.id),
-        )
 
     def _deliver(
         self,
@@ -497,6 +474,7 @@ class _Tx:
             (
                 self.now + timeout,
                 1 if timeout > 0 else 0,
+                1 if decide.delivery_backs_off(timeout, found.config) else 0,
                 attempt_id or None,
                 keys_json or json.dumps(keys),
             ),
@@ -538,11 +516,13 @@ class _Tx:
         """Lease state of those keys that are messages of this queue."""
         leases: dict[int, Lease] = {}
         for chunk in _chunks(sorted(keys)):
-            for key, queue_id, seq, leased, visible_at, last_error in self.conn.execute(
+            for key, queue_id, seq, leased, visible_at, error, count, backoff in self.conn.execute(
                 leases_by_key_sql(len(chunk)), chunk
             ):
                 if queue_id == found.id:
-                    leases[key] = Lease(key, seq, bool(leased), visible_at, last_error)
+                    leases[key] = Lease(
+                        key, seq, bool(leased), visible_at, error, False, count, bool(backoff)
+                    )
         return leases
 
     def _tombstones(self, found: _Queue, keys: Iterable[int]) -> dict[int, Tombstone]:
@@ -573,7 +553,7 @@ class _Tx:
         decoded = self._decode(found, [c.receipt for c in changes], predecoded)
         leases, tombstones = self._lookup(found, decoded)
         results, changed = decide.apply_visibility_changes(
-            changes, decoded, leases, tombstones, self.now
+            changes, decoded, leases, tombstones, self.now, found.config
         )
         self._write_leases(changed.values())
         if found.config.grouped and changed:
@@ -583,12 +563,13 @@ class _Tx:
 
     def _write_leases(self, leases: Iterable[Lease]) -> None:
         self.conn.executemany(
-            "UPDATE messages SET visible_at = ?, leased = ?, last_error = ?,"
+            "UPDATE messages SET visible_at = ?, leased = ?, backoff = ?, last_error = ?,"
             " attempt_id = CASE WHEN ? THEN NULL ELSE attempt_id END WHERE key = ?",
             [
                 (
                     lease.visible_at,
                     int(lease.leased),
+                    int(lease.backoff),
                     lease.last_error,
                     lease.clear_attempt,
                     lease.key,
@@ -765,13 +746,14 @@ class _Tx:
         )
         self.conn.execute(
             "UPDATE messages SET body = ?, attributes = ?, visible_at = ?, leased = ?,"
-            " receipt_seq = receipt_seq + 1,"
+            " backoff = ?, receipt_seq = receipt_seq + 1,"
             " attempt_id = CASE WHEN ? THEN NULL ELSE attempt_id END WHERE key = ?",
             (
                 new_body,
                 _encode_attributes(new_attributes),
                 lease.visible_at,
                 int(lease.leased),
+                int(lease.backoff),
                 lease.clear_attempt,
                 key,
             ),
@@ -780,6 +762,13 @@ class _Tx:
             groups = Groups(self, found)
             groups.refresh(groups.of_keys([key]))
         return UpdatedMessage(key, self.codec.encode(found.uid, key, seq + 1), lease.visible_at)
+
+    # -- dead-lettering on request (retries.py) -------------------------------------------------
+
+    def dead_letter(
+        self, name: str, receipts: list[str], reason: str, predecoded: Decoded | None = None
+    ) -> DeadLetterOutcome:
+        return Retries(self).dead_letter(name, receipts, reason, predecoded)
 
     # -- redrive and housekeeping (maintenance.py) --------------------------------------------
 
