@@ -31,7 +31,7 @@ from .client import (
     QueueClient,
     TLSConfig,
 )
-from .consumer import AsyncConsumer, Backoff, Consumer, ConsumerStats
+from .consumer import AsyncConsumer, Backoff, Consumer, ConsumerStats, Reject
 from .errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -60,6 +60,7 @@ from .types import (
     PeekedMessage,
     Queue,
     QueueConfig,
+    QueueRetryPolicy,
     QueueStats,
     SendEntry,
     SendResult,
@@ -116,7 +117,9 @@ __all__ = [
     "QueueClient",
     "QueueConfig",
     "QueueNotFound",
+    "QueueRetryPolicy",
     "QueueStats",
+    "Reject",
     "ResourceExhausted",
     "RetryPolicy",
     "SendEntry",

@@ -345,6 +345,12 @@ class AsyncQueueClient:
         """See ``QueueClient.delete``."""
         return await self._run(_wire.delete(queue, receipts, attempt_ids))
 
+    async def dead_letter(
+        self, queue: str, receipts: ReceiptsLike, reason: str = ""
+    ) -> list[LeaseResult]:
+        """See ``QueueClient.dead_letter``."""
+        return await self._run(_wire.dead_letter(queue, receipts, reason))
+
     async def update_message(
         self,
         queue: str,

@@ -23,8 +23,9 @@ from ._consumer_core import (
     chunks,
     log,
     release_changes,
+    split_rejects,
 )
-from ._leases import Lease, ReleaseDelay
+from ._leases import REJECT, Lease, Reject, ReleaseDelay
 from ._wire import MAX_BATCH
 from .client import AsyncQueueClient
 from .errors import LeaseqError
@@ -170,6 +171,16 @@ class _AsyncSettler:
                 self._deletes[:0] = deletes
             except LeaseqError as error:
                 core.dropped(deletes, "deleting", error)
+        releases, rejects = split_rejects(releases)
+        for reason, leases in rejects.items():
+            try:
+                receipts = [lease.receipt for lease in leases]
+                core.dead_lettered(leases, await client.dead_letter(core.queue, receipts, reason))
+            except TRANSIENT as error:
+                failed = error
+                self._releases[:0] = [(lease, REJECT, reason) for lease in leases]
+            except LeaseqError as error:
+                core.dropped(leases, "moving to the dead letter queue", error)
         if releases:
             try:
                 await client.change_visibility(core.queue, release_changes(releases))
@@ -421,6 +432,11 @@ class AsyncConsumer:
         core.started(item)
         try:
             await self._handler(core.messages_of(item))
+        except Reject as reject:
+            done, rejects = core.rejected(item, reject)
+            self._settler.release(rejects)
+            if done:
+                self._settler.delete(done)
         except asyncio.CancelledError:
             # close() ran out of time: give the messages back now rather than at lease end.
             self._settler.release(core.abandoned(item))

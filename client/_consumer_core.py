@@ -18,9 +18,11 @@ import grpc
 
 from ._leases import (
     MAX_VISIBILITY,
+    REJECT,
     Extension,
     Lease,
     LeaseTable,
+    Reject,
     ReleaseDelay,
     reason_of,
     release_seconds,
@@ -82,6 +84,8 @@ class ConsumerStats:
         received: messages delivered to this consumer.
         succeeded: messages whose handler returned (deleted, or being deleted).
         failed: messages whose handler raised (released, or being released).
+        rejected: messages whose handler raised ``Reject`` (moved to the dead letter queue, or
+            being moved).
         unstarted_released: messages released by ``close`` before a handler saw them.
         extensions: lease extensions the server granted.
         extension_calls: ChangeVisibility calls that asked for them.
@@ -97,6 +101,7 @@ class ConsumerStats:
     received: int = 0
     succeeded: int = 0
     failed: int = 0
+    rejected: int = 0
     unstarted_released: int = 0
     extensions: int = 0
     extension_calls: int = 0
@@ -161,6 +166,7 @@ class Core(Generic[ClientT]):
                 "received",
                 "succeeded",
                 "failed",
+                "rejected",
                 "unstarted_released",
                 "extensions",
                 "extension_calls",
@@ -238,6 +244,21 @@ class Core(Generic[ClientT]):
             return []
         reason = reason_of(error)
         return [(lease, self._release_delay(lease.message, error), reason) for lease in item]
+
+    def rejected(self, item: Item, reject: Reject) -> tuple[Item, list[tuple[Lease, float, str]]]:
+        """A handler raised Reject: (the leases to delete: the rest of a batch that named its
+        rejected messages; the dead-letterings, as releases of delay REJECT)."""
+        named = None if reject.messages is None else {id(m) for m in reject.messages}
+        gone = [lease for lease in item if named is None or id(lease.message) in named]
+        done = [lease for lease in item if named is not None and id(lease.message) not in named]
+        with self.lock:
+            self.running -= 1
+            self.counts["rejected"] += len(gone)
+            self.counts["succeeded"] += len(done)
+            # Kept extended until the move lands: a lease lost meanwhile would let the message
+            # be delivered again, and its move be refused as superseded.
+            self.table.settling(item, renew=True)
+        return done, [(lease, REJECT, reject.reason) for lease in gone]
 
     def unstarted(self, items: list[Item]) -> list[tuple[Lease, float, str]]:
         """Closing: these were never started; release them now, without a reason (nothing
@@ -338,6 +359,21 @@ class Core(Generic[ClientT]):
                 status.name,
             )
 
+    def dead_lettered(self, leases: Sequence[Lease], results: Sequence[LeaseResult]) -> None:
+        refused = []
+        with self.lock:
+            for lease in leases:
+                self.table.remove(lease)
+            for lease, result in zip(leases, results):
+                if result.status is not LeaseStatus.OK:
+                    refused.append((lease, result.status))
+        for lease, status in refused:
+            log.warning(
+                "moving rejected message %s to the dead letter queue was refused (%s)",
+                lease.message.message_id,
+                status.name,
+            )
+
     def released(self, leases: Sequence[Lease]) -> None:
         with self.lock:
             for lease in leases:
@@ -357,3 +393,15 @@ class Core(Generic[ClientT]):
 
 def release_changes(releases: Sequence[tuple[Lease, float, str]]) -> list[VisibilityChange]:
     return [VisibilityChange(lease.receipt, delay, reason) for lease, delay, reason in releases]
+
+
+def split_rejects(
+    releases: Sequence[tuple[Lease, float, str]],
+) -> tuple[list[tuple[Lease, float, str]], dict[str, list[Lease]]]:
+    """(the real releases, the dead-letterings by reason: one DeadLetterMessages call each)."""
+    plain = [release for release in releases if release[1] != REJECT]
+    rejects: dict[str, list[Lease]] = {}
+    for lease, delay, reason in releases:
+        if delay == REJECT:
+            rejects.setdefault(reason, []).append(lease)
+    return plain, rejects

@@ -23,8 +23,9 @@ from ._consumer_core import (
     chunks,
     log,
     release_changes,
+    split_rejects,
 )
-from ._leases import Lease, ReleaseDelay
+from ._leases import REJECT, Lease, Reject, ReleaseDelay
 from ._wire import MAX_BATCH
 from .client import QueueClient
 from .errors import LeaseqError
@@ -166,6 +167,17 @@ class _Settler:
                     self._deletes[:0] = deletes
             except LeaseqError as error:
                 core.dropped(deletes, "deleting", error)
+        releases, rejects = split_rejects(releases)
+        for reason, leases in rejects.items():
+            try:
+                receipts = [lease.receipt for lease in leases]
+                core.dead_lettered(leases, client.dead_letter(core.queue, receipts, reason))
+            except TRANSIENT as error:
+                failed = error
+                with self._cond:
+                    self._releases[:0] = [(lease, REJECT, reason) for lease in leases]
+            except LeaseqError as error:
+                core.dropped(leases, "moving to the dead letter queue", error)
         if releases:
             try:
                 client.change_visibility(core.queue, release_changes(releases))
@@ -436,6 +448,11 @@ class Consumer:
         core.started(item)
         try:
             self._handler(core.messages_of(item))
+        except Reject as reject:
+            done, rejects = core.rejected(item, reject)
+            self._settler.release(rejects)
+            if done:
+                self._settler.delete(done)
         except Exception as error:
             log.warning(
                 "the handler failed on %d message(s) of %r", len(item), core.queue, exc_info=True

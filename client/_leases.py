@@ -55,6 +55,33 @@ def reason_of(error: BaseException) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
+class Reject(Exception):
+    """Raised by a consumer's handler: give up on the message now. It moves to the queue's dead
+    letter queue at once (``dead_letter``, with ``reason`` as its ``last_error``) instead of
+    being released for another try; the queue needs a dead letter queue (else the message is
+    retried when its lease ends, and a warning is logged).
+
+    A batch handler names the messages it rejects with ``messages`` (None: the whole batch);
+    the other messages of its batch count as handled and are deleted.
+
+    Example::
+
+        def handle(msg):
+            if not msg.body.startswith(b"{"):
+                raise Reject("not JSON")
+            ...
+    """
+
+    def __init__(self, reason: str = "", messages: Iterable[Message] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
+        self.messages = None if messages is None else list(messages)
+
+
+REJECT = -1.0
+"""The delay of a release that is a dead-lettering (a ``Reject``): no real delay is negative."""
+
+
 @dataclass(frozen=True)
 class Backoff:
     """A release delay that grows with each delivery of the message: attempt n (its

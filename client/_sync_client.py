@@ -404,6 +404,21 @@ class QueueClient:
         """
         return self._run(_wire.delete(queue, receipts, attempt_ids))
 
+    def dead_letter(
+        self, queue: str, receipts: ReceiptsLike, reason: str = ""
+    ) -> list[LeaseResult]:
+        """Move leased messages to the queue's dead letter queue now, instead of letting them
+        be retried: ``reason`` becomes each one's ``last_error`` (delivery count and enqueue
+        time are kept). One ``LeaseResult`` per receipt, with the status a ``delete`` would
+        give it (``MESSAGE_NOT_FOUND`` for one already moved). Raises ``FailedPrecondition``
+        (reason ``NO_DEAD_LETTER_QUEUE``) when the queue has no dead letter queue.
+
+        Example::
+
+            client.dead_letter("jobs", msg, "cannot parse the body")
+        """
+        return self._run(_wire.dead_letter(queue, receipts, reason))
+
     def update_message(
         self,
         queue: str,

@@ -44,6 +44,7 @@ from .types import (
     PeekedMessage,
     Queue,
     QueueConfig,
+    QueueRetryPolicy,
     QueueStats,
     SendEntry,
     SendResult,
@@ -162,7 +163,7 @@ _DURATION_FIELDS = (
     "dedup_window",
 )
 _SCALAR_FIELDS = ("max_message_bytes", "dead_letter_queue", "max_delivery_count", "max_in_flight")
-CONFIG_FIELDS = _DURATION_FIELDS + _SCALAR_FIELDS
+CONFIG_FIELDS = (*_DURATION_FIELDS, *_SCALAR_FIELDS, "retry_policy")
 """The keyword arguments ``create_queue`` and ``update_queue`` accept."""
 
 
@@ -177,16 +178,49 @@ def to_queue_config(options: Mapping[str, Any]) -> pb.QueueConfig:
             continue
         if name in _DURATION_FIELDS:
             getattr(config, name).CopyFrom(to_duration(value))
+        elif name == "retry_policy":
+            config.retry_policy.CopyFrom(to_retry_policy(value))
         else:
             setattr(config, name, value)
     return config
+
+
+def to_retry_policy(value: Any) -> pb.RetryPolicy:
+    """A QueueRetryPolicy, a (minimum, maximum) pair or a mapping of those names, on the wire."""
+    if isinstance(value, QueueRetryPolicy):
+        minimum, maximum = value.minimum_backoff, value.maximum_backoff
+    elif isinstance(value, Mapping):
+        unknown = sorted(set(value) - {"minimum_backoff", "maximum_backoff"})
+        if unknown:
+            raise TypeError(f"unknown retry_policy key(s): {', '.join(unknown)}")
+        defaults = QueueRetryPolicy()
+        minimum = value.get("minimum_backoff", defaults.minimum_backoff)
+        maximum = value.get("maximum_backoff", defaults.maximum_backoff)
+    elif isinstance(value, tuple) and len(value) == 2:
+        minimum, maximum = value
+    else:
+        raise TypeError(
+            "retry_policy must be a QueueRetryPolicy, a (minimum, maximum) pair or a mapping"
+        )
+    return pb.RetryPolicy(
+        minimum_backoff=to_duration(minimum), maximum_backoff=to_duration(maximum)
+    )
 
 
 def from_queue_config(config: pb.QueueConfig) -> QueueConfig:
     defaults = QueueConfig()
     values: dict[str, Any] = {}
     for name in CONFIG_FIELDS:
-        if config.HasField(name):
+        if name == "retry_policy":
+            policy = config.retry_policy
+            values[name] = (
+                QueueRetryPolicy(
+                    to_timedelta(policy.minimum_backoff), to_timedelta(policy.maximum_backoff)
+                )
+                if config.HasField(name)
+                else None
+            )
+        elif config.HasField(name):
             value = getattr(config, name)
             values[name] = to_timedelta(value) if name in _DURATION_FIELDS else value
         else:
@@ -529,6 +563,15 @@ def delete(queue: str, receipts: ReceiptsLike, attempt_ids: Iterable[str]) -> Pl
         results=tuple(LeaseResult(r.receipt, lease_status(r.status)) for r in response.results),
         attempt_results={a.receive_attempt_id: a.deleted_count for a in response.attempt_results},
     )
+
+
+def dead_letter(queue: str, receipts: ReceiptsLike, reason: str) -> Plan[list[LeaseResult]]:
+    request = pb.DeadLetterMessagesRequest(
+        queue=queue, receipts=receipts_of(receipts), reason=reason
+    )
+    # Retried: a repeat moves nothing more (a moved message's receipt answers MESSAGE_NOT_FOUND).
+    response = yield Call("DeadLetterMessages", request, retry=True)
+    return [LeaseResult(r.receipt, lease_status(r.status)) for r in response.results]
 
 
 def update_message(

@@ -23,7 +23,10 @@ per concern, as google-cloud-pubsub's subscriber does:
   stops extending a message ``max_lease_time`` after its delivery;
 - the *settler* deletes the messages whose handler returned and releases those whose handler
   raised (the exception's text as the reason, stored as the message's ``last_error``; after
-  ``release_delay``), batching what piles up into one call and retrying until it lands.
+  ``release_delay``), batching what piles up into one call and retrying until it lands; a
+  handler that raises ``Reject("why")`` gives up on its message (or, from a batch handler, on
+  the messages it names): it moves to the queue's dead letter queue at once
+  (``dead_letter``).
 
 Flow control is the server's: the stream pauses while it holds ``max_outstanding`` unsettled
 leases (a settle resumes it), so a consumer never holds more than that, except just after a
@@ -58,6 +61,6 @@ from __future__ import annotations
 from ._consumer_async import AsyncConsumer
 from ._consumer_core import ConsumerStats
 from ._consumer_thread import Consumer
-from ._leases import Backoff
+from ._leases import Backoff, Reject
 
-__all__ = ["AsyncConsumer", "Backoff", "Consumer", "ConsumerStats"]
+__all__ = ["AsyncConsumer", "Backoff", "Consumer", "ConsumerStats", "Reject"]

@@ -38,6 +38,7 @@ __all__ = [
     "Queue",
     "QueueConfig",
     "QueueConfigOptions",
+    "QueueRetryPolicy",
     "QueueStats",
     "SendEntry",
     "SendOptions",
@@ -80,6 +81,23 @@ class MessageState(enum.IntEnum):
 # --- queues ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class QueueRetryPolicy:
+    """A queue's retry policy (the wire's ``RetryPolicy``): a message whose lease ended, or that
+    was released without a delay, is visible again after ``min(maximum_backoff, minimum_backoff
+    * 2^(n-1))``, n its delivery count. The option ``retry_policy`` of ``create_queue`` takes
+    one, a ``(minimum, maximum)`` pair of durations, or a mapping with those two keys."""
+
+    minimum_backoff: timedelta = timedelta(seconds=10)
+    maximum_backoff: timedelta = timedelta(seconds=600)
+
+
+RetryPolicyLike = (
+    QueueRetryPolicy | tuple["DurationLike", "DurationLike"] | Mapping[str, "DurationLike"]
+)
+"""A retry policy given to ``create_queue``/``update_queue``."""
+
+
 class QueueConfigOptions(TypedDict, total=False):
     """Keyword arguments of ``create_queue`` and ``update_queue`` (all optional).
 
@@ -95,6 +113,7 @@ class QueueConfigOptions(TypedDict, total=False):
     max_delivery_count: int | None
     max_in_flight: int | None
     dedup_window: DurationLike | None
+    retry_policy: RetryPolicyLike | None
 
 
 @dataclass(frozen=True)
@@ -117,6 +136,7 @@ class QueueConfig:
     max_delivery_count: int | None = None
     max_in_flight: int = 120_000
     dedup_window: timedelta = timedelta(minutes=5)
+    retry_policy: QueueRetryPolicy | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ EXPECTED = {
     "Backoff",
     "Consumer",
     "ConsumerStats",
+    "Reject",
     # Arrow schemas (loaded with pyarrow on first use)
     "ACK_RESULT_SCHEMA",
     "MESSAGE_SCHEMA",
@@ -38,6 +39,7 @@ EXPECTED = {
     "PeekedMessage",
     "Queue",
     "QueueConfig",
+    "QueueRetryPolicy",
     "QueueStats",
     "SendEntry",
     "SendResult",
