@@ -48,6 +48,23 @@ class DurationType(click.ParamType):  # type: ignore[type-arg]  # generic only i
 DURATION = DurationType()
 
 
+class BackoffsType(click.ParamType):  # type: ignore[type-arg]  # generic only in click >= 8.2
+    """A retry policy's two backoffs, "MIN,MAX" (durations: "1s,4s", "10s,10m")."""
+
+    name = "min,max"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        parts = str(value).split(",")
+        if len(parts) != 2:
+            self.fail(f"{value!r} is not MIN,MAX (e.g. 1s,4s)", param, ctx)
+        return tuple(DURATION.convert(part, param, ctx) for part in parts)
+
+
+BACKOFFS = BackoffsType()
+
+
 class InputError(click.ClickException):
     """Bad input found after parsing (a target, a TLS file): one line, exit status 2 like a
     usage error, without click's usage lines (the option is named in the message)."""

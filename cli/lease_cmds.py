@@ -1,4 +1,5 @@
-"""``leaseq ack|release|extend``: finish, give back or prolong the leases ``receive`` took.
+"""``leaseq ack|release|extend|dead-letter``: finish, give back, prolong or give up on the leases
+``receive`` took.
 
 Receipts come as arguments or on standard input (cli/receipts.py). Each receipt's outcome is
 printed (``OK``, ``LEASE_EXPIRED``, ``RECEIPT_SUPERSEDED``, ...); the exit status is 1 when any
@@ -152,4 +153,37 @@ def extend(
         apply,
         frozenset({LeaseStatus.OK}),
         "extended",
+    )
+
+
+@click.command("dead-letter", epilog=_RECEIPTS_HELP)
+@click.argument("queue")
+@click.argument("receipts", nargs=-1, metavar="[RECEIPT]...")
+@click.option("--reason", default="", help="Kept as the messages' last_error.")
+@client_options
+def dead_letter(
+    queue: str,
+    receipts: tuple[str, ...],
+    reason: str,
+    client_args: dict[str, Any],
+    as_json: bool,
+) -> None:
+    """Move the messages RECEIPT... name to QUEUE's dead letter queue now, instead of retrying.
+
+    Like ack, the latest receipt works after its lease ended; exits with status 1 when any
+    receipt failed, and with an error when QUEUE has no dead letter queue.
+    """
+
+    def apply(client: QueueClient, chunk: list[str]) -> Sequence[LeaseResult]:
+        return client.dead_letter(queue, chunk, reason)
+
+    _run(
+        "dead-letter",
+        queue,
+        receipts,
+        client_args,
+        as_json,
+        apply,
+        frozenset({LeaseStatus.OK}),
+        "dead-lettered",
     )

@@ -27,7 +27,7 @@ from .auth_cmd import auth_group
 from .bench_cmd import bench
 from .common import TARGET_KEY, group_client_options
 from .errors import describe
-from .lease_cmds import ack, extend, release
+from .lease_cmds import ack, dead_letter, extend, release
 from .message_cmds import peek, receive, redrive, send
 from .queue_cmds import queue_group
 from .serve_cmd import serve
@@ -84,6 +84,7 @@ cli.add_command(receive)
 cli.add_command(ack)
 cli.add_command(release)
 cli.add_command(extend)
+cli.add_command(dead_letter)
 cli.add_command(peek)
 cli.add_command(redrive)
 cli.add_command(auth_group)

@@ -116,6 +116,10 @@ def print_queue(queue: Queue) -> None:
         value = getattr(queue.config, f.name)
         if isinstance(value, timedelta):
             text = seconds_text(value)
+        elif dataclasses.is_dataclass(value):  # the retry policy: its two backoffs
+            text = " .. ".join(
+                seconds_text(getattr(value, g.name)) for g in dataclasses.fields(value)
+            )
         else:
             text = "" if value is None else str(value)
         table.add_row(f.name, text)

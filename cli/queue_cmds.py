@@ -10,7 +10,7 @@ import click
 from leaseq.client import Queue
 
 from . import output
-from .common import DURATION, client_options, open_client
+from .common import BACKOFFS, DURATION, client_options, open_client
 from .confirm import confirm, yes_option
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -26,6 +26,12 @@ _CONFIG_OPTIONS: list[tuple[str, str, Any, str]] = [
     ("--max-delivery-count", "max_delivery_count", int, "Deliveries before dead-lettering."),
     ("--max-in-flight", "max_in_flight", int, "Most leased messages at once."),
     ("--dedup-window", "dedup_window", DURATION, "How long a dedup id holds (0 .. 1h)."),
+    (
+        "--retry-backoff",
+        "retry_policy",
+        BACKOFFS,
+        "MIN,MAX: redeliveries wait min(MAX, MIN * 2^(n-1)) (each 0 .. 600s).",
+    ),
 ]
 CONFIG_FIELDS = [field for _, field, _, _ in _CONFIG_OPTIONS]
 

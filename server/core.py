@@ -548,6 +548,17 @@ class QueueCore:
         outcome = await self.delete(None, name, [receipt])
         return outcome.results[0].status
 
+    async def admin_dead_letter(
+        self, principal: Principal | None, name: str, key: int, seq: int, reason: str = ""
+    ) -> domain.LeaseStatus:
+        """Move a message to the queue's dead letter queue now (the console's "dead-letter"),
+        by what a peek showed of it (admin on the queue), with the receipt of that delivery (see
+        admin_release): DeadLetterMessages' rules, so a message delivered again since does not
+        move (RECEIPT_SUPERSEDED). NoDeadLetterQueue when the queue has none."""
+        receipt = await self._admin_receipt(principal, name, key, seq)
+        outcome = await self.dead_letter(None, name, [receipt], reason)
+        return outcome.results[0].status
+
     async def _admin_receipt(
         self, principal: Principal | None, name: str, key: int, seq: int
     ) -> str:

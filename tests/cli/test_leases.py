@@ -125,3 +125,46 @@ def test_json_without_receipts_is_a_usage_error(leaseq: Leaseq, queue: str) -> N
         "Error: standard input is not valid JSON"
     )
     assert broken.stderr.count("\n") == 1
+
+
+def test_dead_letter_moves_the_messages_now_with_the_reason(
+    leaseq: Leaseq, queue_name: str
+) -> None:
+    dlq = f"{queue_name}-dlq"
+    leaseq.ok(["queue", "create", dlq])
+    leaseq.ok(
+        ["queue", "create", queue_name, "--dead-letter-queue", dlq, "--max-delivery-count", "5"]
+    )
+    leaseq.ok(["send", queue_name], input="a\nb\n")
+    document, receipts = _received(leaseq, queue_name, 2)
+    result = leaseq.ok(["dead-letter", queue_name, receipts[0], "--reason", "unparsable"])
+    assert result.stdout.split() == ["OK", receipts[0]]
+    assert result.stderr == "dead-lettered 1 of 1\n"
+    # Again (stdin, as receive --json printed it): the moved one is gone, the other moves.
+    again = leaseq("dead-letter", queue_name, "--json", input=document)
+    assert again.exit_code == 1
+    statuses = [r["status"] for r in json.loads(again.stdout)["results"]]
+    assert statuses == ["MESSAGE_NOT_FOUND", "OK"]
+    dead = leaseq.json("peek", dlq)["messages"]
+    assert [(m["body"], m["last_error"], m["delivery_count"]) for m in dead] == [
+        ("a", "unparsable", 1),
+        ("b", "", 1),
+    ]
+    assert leaseq.json("queue", "stats", queue_name)["total"] == 0
+
+
+def test_dead_letter_without_a_dead_letter_queue_is_an_error(leaseq: Leaseq, queue: str) -> None:
+    leaseq.ok(["send", queue], input="a\n")
+    _, [receipt] = _received(leaseq, queue, 1)
+    result = leaseq("dead-letter", queue, receipt)
+    assert result.exit_code == 1
+    assert "no dead letter queue" in result.stderr
+    assert leaseq.json("queue", "stats", queue)["leased"] == 1
+
+
+def test_a_queue_made_with_a_retry_backoff_shows_it(leaseq: Leaseq, queue_name: str) -> None:
+    created = leaseq.json("queue", "create", queue_name, "--retry-backoff", "1s,4s")
+    assert created["config"]["retry_policy"] == {"minimum_backoff": 1.0, "maximum_backoff": 4.0}
+    assert "1s .. 4s" in leaseq.ok(["queue", "get", queue_name]).stdout
+    bad = leaseq("queue", "update", queue_name, "--retry-backoff", "5s,1s")
+    assert bad.exit_code != 0 and "maximum_backoff" in bad.stderr

@@ -313,3 +313,40 @@ async def test_console_requests_count_in_the_metrics(console_server, admin, clie
     assert after[ok] - before.get(ok, 0.0) == 2
     assert after[refused] - before.get(refused, 0.0) == 1
     assert after[f'leaseq_messages_sent_total{{queue="{name}"}}'] == 2
+
+
+async def test_an_admin_dead_letters_a_message_now(admin, client: QueueClient):
+    name, dlq = unique("dl"), unique("dl-dead")
+    client.create_queue(dlq)
+    client.create_queue(name, dead_letter_queue=dlq, max_delivery_count=5)
+    message_id = client.send(name, b"poison")
+    [first] = client.receive(name, 1, visibility_timeout=600)
+    _, data = await admin.call("GET", f"/api/queues/{name}/messages")
+    handle = data["messages"][0]["handle"]
+    status, data = await admin.call(
+        "POST", f"/api/queues/{name}/messages/{handle}/dead-letter", {"reason": "looked at it"}
+    )
+    assert (status, data) == (200, {"status": "OK"})
+    assert client.stats(name).total == 0
+    [dead] = client.peek(dlq)
+    assert (dead.message_id, dead.last_error, dead.delivery_count) == (
+        message_id,
+        "looked at it",
+        1,
+    )
+    # The consumer's receipt: the message moved away from its queue.
+    assert client.delete(name, [first.receipt]).results[0].status.name == "MESSAGE_NOT_FOUND"
+    # Again with the same handle: nothing left to move.
+    status, data = await admin.call("POST", f"/api/queues/{name}/messages/{handle}/dead-letter", {})
+    assert (status, data["error"]["code"]) == (409, "MESSAGE_NOT_FOUND")
+    # A queue without a dead letter queue: 409, nothing changed.
+    plain = unique("plain")
+    client.create_queue(plain)
+    client.send(plain, b"x")
+    _, data = await admin.call("GET", f"/api/queues/{plain}/messages")
+    handle = data["messages"][0]["handle"]
+    status, data = await admin.call(
+        "POST", f"/api/queues/{plain}/messages/{handle}/dead-letter", {}
+    )
+    assert (status, data["error"]["code"]) == (409, "NO_DEAD_LETTER_QUEUE")
+    assert client.stats(plain).visible == 1

@@ -405,3 +405,32 @@ def test_a_message_crosses_dialects_sqs_grpc_sqs(sqs, grpc_client, queue_url):
     (plain,) = sqs.receive_message(QueueUrl=other_url, MessageAttributeNames=["All"])["Messages"]
     assert plain["MessageAttributes"] == {"k": {"DataType": "String", "StringValue": "v"}}
     assert "Messages" not in sqs.receive_message(QueueUrl=queue_url)
+
+
+def test_receives_honour_the_queues_retry_policy(sqs, grpc_client, queue_url):
+    """SQS cannot set a retry policy, but its receives obey one set over gRPC: a message whose
+    visibility timeout ran out, or that was released with VisibilityTimeout=0, comes back only
+    after the backoff, and a waiting long poll is woken then (not at its end)."""
+    name = queue_url.rsplit("/", 1)[1]
+    grpc_client.update_queue(name, retry_policy=(2, 2))
+    sqs.send_message(QueueUrl=queue_url, MessageBody="flaky")
+    started = time.monotonic()
+    [first] = sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=1)["Messages"]
+    # The lease runs out after 1 s; the backoff keeps the message away 2 s more.
+    again = sqs.receive_message(
+        QueueUrl=queue_url, WaitTimeSeconds=15, AttributeNames=["ApproximateReceiveCount"]
+    )["Messages"]
+    waited = time.monotonic() - started
+    assert [m["Body"] for m in again] == ["flaky"]
+    assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    # (Lower bounds with some slack: on PostgreSQL the database's clock decides.)
+    assert 2.5 <= waited < 15.0
+    # Released without a delay: back after the backoff, not at once.
+    sqs.change_message_visibility(
+        QueueUrl=queue_url, ReceiptHandle=again[0]["ReceiptHandle"], VisibilityTimeout=0
+    )
+    released = time.monotonic()
+    assert sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0).get("Messages", []) == []
+    [third] = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=15)["Messages"]
+    assert 1.5 <= time.monotonic() - released < 15.0
+    assert third["Body"] == "flaky" and first["MessageId"] == third["MessageId"]

@@ -27,6 +27,7 @@ from ...domain.types import (
     QueueConfig,
     QueueInfo,
     QueueStats,
+    RetryPolicy,
 )
 from ...errors import InvalidArgument, clip
 from ...traffic import WINDOW_SECONDS
@@ -127,6 +128,21 @@ def _query_int(request: web.Request, key: str, default: int, low: int, high: int
     return value
 
 
+def _retry_policy(value: object) -> RetryPolicy | None:
+    """null, or {minimum_backoff, maximum_backoff} in seconds (an unset one: its default)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not set(value) <= {"minimum_backoff", "maximum_backoff"}:
+        raise bad("config.retry_policy", "null or {minimum_backoff, maximum_backoff} is expected")
+    backoffs = {}
+    for key in value:
+        number = _number(value, key)
+        if number is None:
+            raise bad(f"config.retry_policy.{key}", "a number is expected")
+        backoffs[key] = number
+    return RetryPolicy(**backoffs)
+
+
 def config_changes(data: object) -> dict[str, Any]:
     """QueueConfig fields from JSON (durations in seconds); the core checks the ranges."""
     if not isinstance(data, dict):
@@ -144,6 +160,8 @@ def config_changes(data: object) -> dict[str, Any]:
             changes[key] = _int(data, key)
             if changes[key] is None and key != "max_delivery_count":
                 raise bad(f"config.{key}", "an integer is expected")
+        elif key == "retry_policy":
+            changes[key] = _retry_policy(data[key])
         else:  # dead_letter_queue
             value = data[key]
             if value is not None and not isinstance(value, str):
@@ -257,6 +275,7 @@ class Api:
             web.get("/api/queues/{name}/messages/{handle}", self.message),
             web.post("/api/queues/{name}/messages/{handle}/release", self.release),
             web.post("/api/queues/{name}/messages/{handle}/delete", self.delete_message),
+            web.post("/api/queues/{name}/messages/{handle}/dead-letter", self.dead_letter),
         ]
 
     @staticmethod
@@ -446,6 +465,14 @@ class Api:
         name = request.match_info["name"]
         _, key, seq = self.core.tokens.decode_message(request.match_info["handle"], name)
         status = await self.core.admin_delete(self.principal(request), name, key, seq)
+        return _lease_answer(status)
+
+    async def dead_letter(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        data = await json_body(request)
+        reason = _string(data, "reason", limit=1024)
+        _, key, seq = self.core.tokens.decode_message(request.match_info["handle"], name)
+        status = await self.core.admin_dead_letter(self.principal(request), name, key, seq, reason)
         return _lease_answer(status)
 
 

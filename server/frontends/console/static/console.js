@@ -323,7 +323,7 @@ async function queuePage(name) {
     if (list.page) query.set("page", list.page);
     const data = await api("GET", `/api/queues/${encodeURIComponent(name)}/messages?${query}`);
     messages.replaceChildren(h("thead", {}, h("tr", {}, ["Message", "State", "Channel", "Deliveries", "Lease end / visible at", "Enqueued", "Body", ""].map((t) => h("th", {}, t)))),
-      h("tbody", {}, data.messages.length ? data.messages.map((m) => messageRow(name, m, can, refreshAll))
+      h("tbody", {}, data.messages.length ? data.messages.map((m) => messageRow(name, m, can, refreshAll, info.config.dead_letter_queue))
         : h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No messages on this page."))));
     pager.replaceChildren(
       list.pages.length ? h("button", { onclick: () => { list.page = ""; list.pages = []; refreshMessages(); } }, "First page") : "",
@@ -337,7 +337,7 @@ async function queuePage(name) {
   live(refreshAll);
 }
 
-function messageRow(queue, m, can, after) {
+function messageRow(queue, m, can, after, dlq) {
   const when = m.state === "leased" ? h("span", { class: "lease-end", title: fmtTime(m.visible_at) }, `lease ends ${fmtIn(m.visible_at)}`)
     : m.state === "delayed" ? h("span", { title: fmtTime(m.visible_at) }, `visible ${fmtIn(m.visible_at)}`)
       : h("span", { class: "muted" }, "now");
@@ -348,10 +348,10 @@ function messageRow(queue, m, can, after) {
     h("td", { class: "num" }, m.delivery_count), h("td", {}, when),
     h("td", { title: fmtTime(m.enqueued_at) }, fmtIn(m.enqueued_at)),
     h("td", { class: "mono" }, m.preview.length > 60 ? `${m.preview.slice(0, 60)}…` : m.preview),
-    h("td", { class: "actions" }, can.admin ? messageActions(queue, m, after) : null));
+    h("td", { class: "actions" }, can.admin ? messageActions(queue, m, after, dlq) : null));
 }
 
-function messageActions(queue, m, after) {
+function messageActions(queue, m, after, dlq) {
   const base = `/api/queues/${encodeURIComponent(queue)}/messages/${m.handle}`;
   return [
     m.state === "leased" ? h("button", {
@@ -363,6 +363,15 @@ function messageActions(queue, m, after) {
         }
       },
     }, "Release") : null,
+    dlq ? h("button", {
+      class: "dead-letter",
+      onclick: async () => {
+        if (await confirmAction(`Move message ${m.message_id} to the dead letter queue ${dlq} now? Its consumer loses it; it is not retried.`)) {
+          await act(api("POST", `${base}/dead-letter`, { reason: "dead-lettered from the console" }), "Dead-lettered");
+          await after();
+        }
+      },
+    }, "Dead-letter") : null,
     h("button", {
       class: "delete",
       onclick: async () => {
@@ -519,7 +528,7 @@ async function messagePage(queue, handle) {
         h("dt", {}, "Size"), h("dd", {}, `${fmtNumber(m.size)} bytes`),
         h("dt", {}, "Last error"), h("dd", {}, m.last_error || h("span", { class: "muted" }, "none")),
         m.source_queue ? [h("dt", {}, "Dead-lettered from"), h("dd", {}, h("a", { href: qLink(m.source_queue) }, m.source_queue))] : null),
-      info.can.admin ? h("div", { class: "actions" }, messageActions(queue, m, async () => { location.hash = qLink(queue); })) : null),
+      info.can.admin ? h("div", { class: "actions" }, messageActions(queue, m, async () => { location.hash = qLink(queue); }, info.config.dead_letter_queue)) : null),
       h("div", { class: "card" }, h("h2", {}, "Attributes"), attrs.length ? h("table", {}, h("tbody", {},
         attrs.map(([k, v]) => h("tr", {}, h("td", { class: "mono" }, k), h("td", { class: "mono" }, v))))) : h("p", { class: "muted" }, "none"))),
     h("div", { class: "card" }, h("h2", {}, "Body"), tabs, pre));
