@@ -132,6 +132,29 @@ def test_redrive_from_a_dead_letter_queue_moves_the_messages(page, client, scree
     assert client.stats(dlq).total == 0
 
 
+def test_an_admin_dead_letters_a_message_from_its_page(page, client):
+    dlq, queue = unique("dead"), unique("orders")
+    client.create_queue(dlq)
+    client.create_queue(queue, dead_letter_queue=dlq, max_delivery_count=5)
+    client.send(queue, b"cannot be parsed")
+    [held] = client.receive(queue, 1, visibility_timeout=600)
+
+    sign_in(page, ADMIN_TOKEN)
+    page.goto(f"/#/q/{queue}")
+    page.locator(f'#messages tr[data-id="{held.message_id}"] a').click()
+    expect(page.locator("#message-fields")).to_contain_text("lease ends in")
+    page.locator("button.dead-letter").click()
+    confirm(page)
+    page.goto(f"/#/q/{dlq}")
+    expect(page.locator(f'#messages tr[data-id="{held.message_id}"]')).to_be_visible()
+    [dead] = client.peek(dlq)
+    assert (dead.last_error, dead.delivery_count) == ("dead-lettered from the console", 1)
+    assert client.stats(queue).total == 0
+    # A queue without a dead letter queue shows no such button.
+    page.goto(f"/#/q/{dlq}")
+    expect(page.locator("button.dead-letter")).to_have_count(0)
+
+
 def test_cancelled_confirmation_changes_nothing(page, client):
     queue = unique("keep")
     client.create_queue(queue)
