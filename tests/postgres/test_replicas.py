@@ -311,3 +311,82 @@ async def _until_parked_again(server: RunningServer, queue: str, parked: int) ->
             await asyncio.sleep(0.005)
 
     await asyncio.wait_for(poll(), SAFETY_TIMEOUT)
+
+
+async def test_replicas_wake_each_other_at_the_end_of_a_retry_backoff(url: str) -> None:
+    # One FakeClock for both replicas, as above. A release through b waits out the queue's
+    # backoff: the poll parked on a hears of it, looks, and must wake at the backoff's end (not
+    # at once, nor at its wait_time). Then a lease a granted runs out: the poll parked on b knows
+    # its end from its own look, and at that end learns the redelivery instant and waits for it.
+    clock = FakeClock()
+    async with running_server(url, clock) as a, running_server(url, clock) as b:
+        await asyncio.gather(_listening(a), _listening(b))
+        async with (
+            grpc.aio.insecure_channel(a.target) as ca,
+            grpc.aio.insecure_channel(b.target) as cb,
+        ):
+            stub_a, stub_b = pb_grpc.QueueServiceStub(ca), pb_grpc.QueueServiceStub(cb)
+            policy = pb.RetryPolicy(minimum_backoff=D(seconds=5), maximum_backoff=D(seconds=5))
+            await stub_b.CreateQueue(
+                pb.CreateQueueRequest(
+                    name="q",
+                    config=pb.QueueConfig(visibility_timeout=D(seconds=30), retry_policy=policy),
+                )
+            )
+            await stub_b.SendMessages(
+                pb.SendMessagesRequest(queue="q", entries=[pb.SendEntry(id="1", body=b"m")])
+            )
+            held = await _lease_one(stub_b, "q", seconds=600)
+            call = stub_a.GetMessages(
+                pb.GetMessagesRequest(queue="q", max_messages=1, wait_time=D(seconds=30))
+            )
+            waiting = asyncio.create_task(_read_all(call))
+            await _until_sleeping(a, "q")
+            parked = await asyncio.to_thread(a.parks, "q")
+            [result] = (
+                await stub_b.ChangeVisibility(
+                    pb.ChangeVisibilityRequest(
+                        queue="q",
+                        entries=[
+                            pb.ChangeVisibilityEntry(
+                                receipt=held.receipt, visibility_timeout=D(seconds=0)
+                            )
+                        ],
+                    )
+                )
+            ).results
+            assert result.visible_at.seconds - int(clock.now()) in (4, 5)  # now + 5 s
+            await _until_parked_again(a, "q", parked)  # heard of it, looked: not yet visible
+            await asyncio.to_thread(clock.advance, 4.9)
+            assert await _state_of(stub_b, "q") == pb.MESSAGE_STATE_DELAYED
+            await asyncio.to_thread(clock.advance, 0.1)
+            [response] = await asyncio.wait_for(waiting, SAFETY_TIMEOUT)
+            [second] = response.messages
+            assert (second.message_id, second.delivery_count) == (held.message_id, 2)
+
+            # a's lease (30 s, the queue's) runs out; a poll parked on b.
+            call = stub_b.GetMessages(
+                pb.GetMessagesRequest(queue="q", max_messages=1, wait_time=D(seconds=30))
+            )
+            waiting = asyncio.create_task(_read_all(call))
+            await _until_sleeping(b, "q")
+            parked = await asyncio.to_thread(b.parks, "q")
+            await asyncio.to_thread(clock.advance, 30)  # the lease ends: b looks, parks again
+            await _until_parked_again(b, "q", parked)
+            assert await _state_of(stub_a, "q") == pb.MESSAGE_STATE_DELAYED
+            await asyncio.to_thread(clock.advance, 5)  # the backoff (n = 2: min(5, 10))
+            [response] = await asyncio.wait_for(waiting, SAFETY_TIMEOUT)
+            assert [(m.message_id, m.delivery_count) for m in response.messages] == [
+                (held.message_id, 3)
+            ]
+
+
+async def _state_of(stub: pb_grpc.QueueServiceStub, queue: str) -> int:
+    """The state of the queue's one message, as a peek through this replica sees it."""
+    page = await stub.PeekMessages(
+        pb.PeekMessagesRequest(
+            queue=queue, max_messages=1, include_leased=True, include_delayed=True
+        )
+    )
+    [message] = page.messages
+    return message.state
