@@ -377,14 +377,18 @@ BACKOFF_ENDED_SQL = (
     " WHERE queue = ? AND backoff = 1 AND visible_at <= ?"
 )
 
-# Parameters: visible_at, leased, backoff, attempt_id, JSON array of keys. RETURNING gives the rows after
+# A delivery to a queue with a retry policy: its leases end with the backoff (a statement of its
+# own, so that DELIVER_SQL is the same for queues without a policy). Parameter: a JSON array.
+MARK_BACKOFF_SQL = "UPDATE messages SET backoff = 1 WHERE key IN (SELECT value FROM json_each(?))"
+
+# Parameters: visible_at, leased, attempt_id, JSON array of keys. RETURNING gives the rows after
 # the update, in no particular order (the caller restores delivery order). OR FAIL: no
 # constraint can fail here (every value set is given or computed), and OR ABORT's only effect
 # would be a statement journal, one more copy of every page the statement changes; the
 # operation's own rollback covers any other error.
 DELIVER_SQL = (
     "UPDATE OR FAIL messages SET delivery_count = delivery_count + 1, receipt_seq = receipt_seq + 1,"
-    " visible_at = ?, leased = ?, backoff = ?, attempt_id = ?"
+    " visible_at = ?, leased = ?, attempt_id = ?"
     f" WHERE key IN (SELECT value FROM json_each(?)) RETURNING {DELIVERED_COLUMNS}"
 )
 

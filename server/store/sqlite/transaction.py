@@ -51,6 +51,7 @@ from .schema import (
     DELIVER_SQL,
     IN_FLIGHT_SQL,
     INSERT_TOMBSTONES_SQL,
+    MARK_BACKOFF_SQL,
     MAX_LIFETIMES,
     NEXT_VISIBLE_SQL,
     QUEUE_BY_NAME_SQL,
@@ -469,16 +470,13 @@ class _Tx:
         their rows after the update (DELIVERED_COLUMNS), in the order of `keys`."""
         if not keys:
             return []
+        keys_json = keys_json or json.dumps(keys)
         rows = self.conn.execute(
             DELIVER_SQL,
-            (
-                self.now + timeout,
-                1 if timeout > 0 else 0,
-                1 if decide.delivery_backs_off(timeout, found.config) else 0,
-                attempt_id or None,
-                keys_json or json.dumps(keys),
-            ),
+            (self.now + timeout, 1 if timeout > 0 else 0, attempt_id or None, keys_json),
         ).fetchall()
+        if decide.delivery_backs_off(timeout, found.config):
+            self.conn.execute(MARK_BACKOFF_SQL, (keys_json,))
         if [row[0] for row in rows] == keys:
             return rows  # usually so already: a check costs a tenth of the sort
         position = {key: index for index, key in enumerate(keys)}
