@@ -612,7 +612,8 @@ class MemoryStore(Store):
         message.receipt_seq += 1
         message.visible_at = leases.lease_end(now, vt)
         message.leased = leases.leases(vt)
-        message.backoff = leases.delivery_backs_off(vt, queue.config)
+        if queue.config.retry_policy is not None:  # (a stale flag without one changes nothing)
+            message.backoff = leases.delivery_backs_off(vt, queue.config)
         self._set_attempt(queue, message, attempt_id)
 
     def _set_visibility(
