@@ -13,13 +13,26 @@ import math
 import sys
 from typing import Any
 
-__all__ = ["ACCEPTED", "FnResultError", "row_errors"]
+from ..client import Reject
+
+__all__ = ["ACCEPTED", "FnResultError", "Rejection", "rejection", "row_errors"]
 
 ACCEPTED = (
     "None (every row succeeded), or one value per row as a list, tuple, pandas Series, 1-d "
     "numpy array or pyarrow Array of the batch's length, each value True or None (success), "
-    "False or an error text (failure)"
+    "False or an error text (failure, retried), or leaseq.client.Reject('why') (rejected: "
+    "dead-lettered, not retried)"
 )
+
+
+class Rejection(str):
+    """The reason of a row ``fn`` rejected (``leaseq.client.Reject``): the message goes to the
+    dead letter queue now, with this as its last error, instead of being released for a retry.
+    A ``str``, so that it travels with the other rows' error texts."""
+
+
+def rejection(value: Reject) -> Rejection:
+    return Rejection(value.reason or "rejected by fn")
 
 
 class FnResultError(TypeError):
@@ -79,6 +92,9 @@ def row_errors(result: Any, rows: int) -> list[str | None]:
     numpy = sys.modules.get("numpy")
     errors: list[str | None] = []
     for position, value in enumerate(values):
+        if isinstance(value, Reject):
+            errors.append(rejection(value))
+            continue
         if numpy is not None and isinstance(value, numpy.generic):
             value = value.item()  # numpy.True_ in a list of a mask's items, say
         if value is True or value is None or _is_missing(value):

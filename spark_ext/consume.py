@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..client import Reject
 from ..client._leases import reason_of
 from ..client.arrow import MAX_ROWS
-from ..client.errors import LeaseqError
+from ..client.errors import FailedPrecondition, LeaseqError
 from ._executor import ClientSettings, client_for, progress_logger
-from ._fn_result import FnResultError, row_errors
+from ._fn_result import FnResultError, Rejection, rejection, row_errors
 from ._pipeline import Acker, Leased, Leaser, kept
 from ._preflight import (
     MAX_LEASE_SECONDS,
@@ -47,7 +48,7 @@ __all__ = [
 
 _log = logging.getLogger("leaseq.spark_ext")
 FAILURE_SAMPLES = 5  # failure reasons kept per partition, and shown in the warning
-_COUNTS = ("batches", "received", "acked", "failed", "lost")
+_COUNTS = ("batches", "received", "acked", "failed", "lost", "rejected")
 
 
 def _done_statuses() -> pa.Array:
@@ -62,6 +63,7 @@ def _done_statuses() -> pa.Array:
 _PHASES = ("receive_seconds", "fn_seconds", "settle_seconds")
 _CONSUME_DDL = (
     "partition int, batches long, received long, acked long, failed long, lost long, "
+    "rejected long, "
     "seconds double, receive_seconds double, fn_seconds double, settle_seconds double, "
     "failures array<string>, misuse string, held array<string>"
 )
@@ -82,8 +84,9 @@ class ConsumeResult:
     """Totals of ``consume_process_ack``: messages ``received``, ``acked`` (deleted after fn
     succeeded), ``failed`` (released with a reason: they stay in the queue), ``lost`` (fn
     succeeded but the lease was gone before the ack: the message will be delivered again,
-    at-least-once). ``seconds`` is the Spark job's wall time; ``failures`` the first few
-    reasons, as ``"<message id>: <reason>"``; ``per_partition`` one dict per task with the same
+    at-least-once), ``rejected`` (fn rejected them with ``leaseq.client.Reject``: moved to the
+    queue's dead letter queue, not retried). ``seconds`` is the Spark job's wall time;
+    ``failures`` the first few reasons, as ``"<message id>: <reason>"``; ``per_partition`` one dict per task with the same
     counts, its own ``seconds``, ``rows_per_second`` and ``failures``, and where its time went:
     ``receive_seconds`` (leasing batches), ``fn_seconds``, ``settle_seconds`` (acks and
     releases)."""
@@ -96,6 +99,7 @@ class ConsumeResult:
     per_partition: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
+    rejected: int = 0
 
     @property
     def rows_per_second(self) -> float:
@@ -130,6 +134,8 @@ def _run_fn(
     arg = table.to_pandas() if as_pandas else table
     try:
         result = fn(arg)
+    except Reject as error:
+        return [rejection(error)] * table.num_rows  # a verdict on these rows: no bisecting
     except Exception as error:  # noqa: BLE001 - fn's failure is the message's failure
         if not bisect or table.num_rows == 1:
             return [reason_of(error)] * table.num_rows
@@ -141,6 +147,42 @@ def _run_fn(
     if result is None:
         return None
     return row_errors(result, table.num_rows)
+
+
+_NO_DLQ = "the queue has no dead letter queue"
+
+
+def _dead_letter(
+    client: Any, queue: str, rejects: list[tuple[str, str]]
+) -> tuple[int, int, list[tuple[str, str]]]:
+    """Move the rejected rows to the dead letter queue now, one call per reason (the call takes
+    one reason for its receipts); (moved, leases lost meanwhile, refused: the queue has no dead
+    letter queue, so they are released with their reason instead)."""
+    by_reason: dict[str, list[str]] = {}
+    for receipt, reason in rejects:
+        by_reason.setdefault(str(reason), []).append(receipt)
+    moved = gone = 0
+    for reason, receipts in by_reason.items():
+        for start in range(0, len(receipts), MAX_ROWS):
+            chunk = receipts[start : start + MAX_ROWS]
+            try:
+                results = client.dead_letter(queue, chunk, reason)
+            except FailedPrecondition:
+                return moved, gone, rejects
+            done = sum(1 for r in results if r.ok)
+            moved, gone = moved + done, gone + len(chunk) - done
+    return moved, gone, []
+
+
+def _without_dead_letter_queue(errors: list[str | None], failures: list[str]) -> list[str | None]:
+    """The queue has no dead letter queue: rejected rows are failures (released with their
+    reason), and the task's failures say so first, once."""
+    if not any(isinstance(e, Rejection) for e in errors):
+        return errors
+    note = f"rejected messages released: {_NO_DLQ}"
+    if note not in failures:
+        failures.insert(0, note)
+    return [str(e) if isinstance(e, Rejection) else e for e in errors]
 
 
 def _per_row(errors: list[str | None] | None, rows: int) -> list[str | None]:
@@ -175,6 +217,7 @@ def consume_partition(
     release_delay: float,
     receive_ahead: int = RECEIVE_AHEAD,
     acks_in_flight: int = ACKS_IN_FLIGHT,
+    dead_letter: bool = True,
 ) -> dict[str, Any]:
     """One task's loop; its counts, ``seconds``, the first ``failures``, and when fn returned
     a wrong shape the ``misuse`` text and the receipts the task still held (``held``: that
@@ -296,6 +339,8 @@ def consume_partition(
             ask_more(max(receive_ahead, 1))  # at least the next one, after fn
             bad: list[tuple[str, str]] = []
             ok: pa.ChunkedArray | list[str] = receipts
+            if not dead_letter and errors is not None:
+                errors = _without_dead_letter_queue(errors, failures)
             if errors is not None or lost_leases:
                 per_row = _per_row(errors, n)
                 values = receipts.to_pylist()
@@ -312,9 +357,20 @@ def consume_partition(
                 ids = table.column("message_id").to_pylist()
                 for message_id, row_error in zip(ids, errors):
                     if row_error is not None:
+                        # A rejected one too: if it comes back (no dead letter queue), it
+                        # is released untouched, not given to fn again.
                         failed_here[message_id] = row_error
-                        if len(failures) < FAILURE_SAMPLES:
+                        if len(failures) < FAILURE_SAMPLES and not isinstance(row_error, Rejection):
                             failures.append(f"{message_id}: {row_error}")
+            rejects: list[tuple[str, str]] = [(r, e) for r, e in bad if isinstance(e, Rejection)]
+            if rejects:
+                bad = [(r, e) for r, e in bad if not isinstance(e, Rejection)]
+                moved, gone, refused = _dead_letter(client, queue, rejects)
+                stats["rejected"] += moved
+                stats["lost"] += gone
+                if refused:  # its dead letter queue went away meanwhile: as above
+                    bad += refused
+                    _without_dead_letter_queue([Rejection("")], failures)
             _release(client, queue, bad, release_delay)
             stats["failed"] += len(bad)
             current = None
@@ -354,7 +410,8 @@ def _progress_line(row: dict[str, Any]) -> str:
     return (
         f"consume_process_ack partition {row['partition']}: {row['received']:,} messages in "
         f"{row['seconds']:.1f} s ({rate:,.0f}/s), {row['batches']:,} batches, "
-        f"{row['acked']:,} acked, {row['failed']:,} failed, {row['lost']:,} lost; "
+        f"{row['acked']:,} acked, {row['failed']:,} failed, {row['rejected']:,} rejected, "
+        f"{row['lost']:,} lost; "
         f"receive {row['receive_seconds']:.1f} s, fn {row['fn_seconds']:.1f} s, "
         f"settle {row['settle_seconds']:.1f} s"
     )
@@ -428,7 +485,7 @@ def consume_process_ack(
        a ``pyarrow.Table``). fn processes and writes them (its own sink), then returns None (all
        succeeded), or one value per row (a list, tuple, pandas Series, 1-d numpy array or
        pyarrow Array of the batch's length): True/None = success, False or an error text =
-       failure;
+       failure, ``leaseq.client.Reject("why")`` = rejected (step 5);
     3. while fn runs, every lease of the batch is extended (one ChangeVisibility per half lease);
     4. ack (delete) exactly the rows fn succeeded with; release the others at once (after
        ``release_delay``) with their error as ``last_error``. When fn raises, the batch is
@@ -437,6 +494,12 @@ def consume_process_ack(
        A task does not call fn twice for one message: when a message it failed with comes back
        it is released again untouched, and a batch of nothing else ends the task (the failures
        stay in the queue, with ``last_error``, for the next run or the dead letter queue).
+    5. rejected rows go to the dead letter queue now: a row whose value is
+       ``leaseq.client.Reject("why")``, or every row of a call in which fn raised ``Reject``
+       (not bisected), moves there with ``why`` as its ``last_error`` (``DeadLetterMessages``)
+       and counts in ``rejected``, instead of being released for a retry. A queue without a
+       dead letter queue (``GetQueue`` tells the driver) releases them like failures instead,
+       and the failures say so first.
 
     Misuse fails loudly, and never at the messages' expense:
 
@@ -481,8 +544,9 @@ def consume_process_ack(
     check_int("receive_ahead", receive_ahead, 0, 8)
     check_int("acks_in_flight", acks_in_flight, 0, 8)
     settings = ClientSettings(target, token)
-    check_queue(settings, queue, "consume_process_ack")
+    found = check_queue(settings, queue, "consume_process_ack")
     options: dict[str, Any] = dict(
+        dead_letter=bool(getattr(found.config, "dead_letter_queue", None)),
         batch_size=batch_size,
         max_messages=max_messages_per_partition,
         visibility_timeout=visibility_timeout,
@@ -531,12 +595,14 @@ def consume_process_ack(
     samples = [f for entry in per_partition for f in entry["failures"]][:FAILURE_SAMPLES]
     result = ConsumeResult(**totals, per_partition=per_partition, seconds=seconds, failures=samples)
     _log.info(
-        "consume_process_ack: %s messages in %.1f s (%s/s), %s acked, %s failed, %s lost",
+        "consume_process_ack: %s messages in %.1f s (%s/s), %s acked, %s failed, %s rejected, "
+        "%s lost",
         f"{result.received:,}",
         seconds,
         f"{result.rows_per_second:,.0f}",
         f"{result.acked:,}",
         f"{result.failed:,}",
+        f"{result.rejected:,}",
         f"{result.lost:,}",
     )
     if result.failed:

@@ -89,3 +89,23 @@ def test_a_raising_fn_is_still_bisected_to_the_rows_that_make_it_raise():
         "ValueError: c is bad",
         None,
     ]
+
+
+def test_a_reject_value_rejects_its_row_and_a_raised_reject_its_whole_call():
+    from leaseq.client import Reject
+    from leaseq.spark_ext._fn_result import Rejection
+
+    errors = row_errors([None, Reject("poison"), "later", Reject()], 4)
+    assert errors == [None, "poison", "later", "rejected by fn"]
+    assert [isinstance(e, Rejection) for e in errors] == [False, True, False, True]
+
+    calls = []
+
+    def fn(table):
+        calls.append(table.num_rows)
+        raise Reject("all of them")
+
+    table = pa.table({"body": [b"a", b"b", b"c", b"d"]})
+    rejected = _run_fn(fn, table, as_pandas=False, bisect=True)
+    assert rejected == ["all of them"] * 4 and all(isinstance(e, Rejection) for e in rejected)
+    assert calls == [4]  # a verdict: not bisected
