@@ -126,9 +126,9 @@ def test_aws_cli_reports_sqs_errors(aws):
     assert result.returncode != 0
     assert "NonExistentQueue" in result.stderr or "QueueDoesNotExist" in result.stderr
     result = aws(
-        "create-queue", "--queue-name", "x.fifo", "--attributes", "FifoQueue=true", ok=False
+        "create-queue", "--queue-name", "x.fifo", "--attributes", "FifoQueue=false", ok=False
     )
-    assert result.returncode != 0 and "InvalidAttributeName" in result.stderr
+    assert result.returncode != 0 and "InvalidParameterValue" in result.stderr
 
 
 def test_aws_cli_tags_policy_permissions_and_identity(aws):

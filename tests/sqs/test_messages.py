@@ -260,8 +260,8 @@ def test_send_errors(sqs, queue_url):
     assert error_code(excinfo) == "MissingParameter"
     with pytest.raises(sqs.exceptions.InvalidMessageContents):
         sqs.send_message(QueueUrl=queue_url, MessageBody="\ufffe")
-    with pytest.raises(ClientError) as excinfo:
-        sqs.send_message(QueueUrl=queue_url, MessageBody="x", MessageGroupId="g")
+    with pytest.raises(ClientError) as excinfo:  # FIFO queues only
+        sqs.send_message(QueueUrl=queue_url, MessageBody="x", MessageDeduplicationId="d")
     assert error_code(excinfo) == "InvalidParameterValue"
     with pytest.raises(ClientError) as excinfo:
         sqs.send_message(

@@ -192,11 +192,11 @@ def test_queue_and_message_actions_over_the_query_protocol(sqs_server):
             {
                 "Action": "CreateQueue",
                 "QueueName": "q",
-                "Attribute.1.Name": "FifoQueue",
+                "Attribute.1.Name": "ContentBasedDeduplication",
                 "Attribute.1.Value": "true",
             },
             400,
-            "InvalidAttributeName",
+            "InvalidAttributeName",  # a FIFO queue's attribute on a standard queue
         ),
         (
             {

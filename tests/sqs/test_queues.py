@@ -74,10 +74,18 @@ def test_create_queue_is_idempotent_and_refuses_different_attributes(sqs):
 @pytest.mark.parametrize(
     "name, attributes, code",
     [
-        ("jobs.fifo", {"FifoQueue": "true"}, "InvalidAttributeName"),
-        ("jobs", {"FifoQueue": "true"}, "InvalidAttributeName"),
+        ("jobs", {"FifoQueue": "true"}, "InvalidParameterValue"),  # a FIFO name ends in .fifo
         ("jobs", {"ContentBasedDeduplication": "true"}, "InvalidAttributeName"),
-        ("jobs.fifo", {}, "InvalidParameterValue"),
+        ("jobs.fifo", {}, "InvalidParameterValue"),  # .fifo needs FifoQueue=true
+        ("jobs.fifo", {"FifoQueue": "false"}, "InvalidParameterValue"),
+        ("jobs.fifo", {"FifoQueue": "yes"}, "InvalidAttributeValue"),
+        ("jobs.fifo", {"FifoQueue": "true", "DeduplicationScope": "x"}, "InvalidAttributeValue"),
+        (
+            "jobs.fifo",
+            {"FifoQueue": "true", "FifoThroughputLimit": "perMessageGroupId"},
+            "InvalidAttributeValue",  # needs DeduplicationScope messageGroup
+        ),
+        ("a.b", {}, "InvalidParameterValue"),
         ("bad name!", {}, "InvalidParameterValue"),
         ("x" * 81, {}, "InvalidParameterValue"),
         ("jobs", {"NoSuchAttribute": "1"}, "InvalidAttributeName"),

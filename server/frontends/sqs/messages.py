@@ -8,7 +8,7 @@ Choices where SQS and leaseq differ (docs/sqs.md "Differences" lists them all):
   message already gone (deleted, expired, purged, dead-lettered) succeeds too.
 - ChangeMessageVisibility on a message whose lease ended: MessageNotInflight (SQS's code for it);
   with an older receipt, InvalidParameterValue ("The receipt handle has expired").
-- ReceiveRequestAttemptId is ignored, as SQS does on standard queues.
+- FIFO queues and MessageGroupId: fifo.py.
 - Message ids are leaseq's 128-bit ids written in the UUID form SQS uses.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from ...domain.types import DeliveredMessage, LeaseStatus, NewMessage, VisibilityChange
 from ...errors import InvalidArgument
-from . import md5
+from . import fifo, md5
 from . import message_attributes as mattrs
 from .errors import (
     BATCH_REQUEST_TOO_LONG,
@@ -39,6 +39,7 @@ MAX_VISIBILITY_SECONDS = 43_200
 MAX_DELAY_SECONDS = 900
 TRACE_HEADER = "AWSTraceHeader"
 TRACE_KEY = mattrs.RESERVED_PREFIX + "trace"  # where a message's AWSTraceHeader is kept
+DEDUP_KEY = mattrs.RESERVED_PREFIX + "dedup"  # and a FIFO message's MessageDeduplicationId
 MAX_TRACE_HEADER = 2048
 SYSTEM_ATTRIBUTES = (
     "SenderId",
@@ -47,10 +48,7 @@ SYSTEM_ATTRIBUTES = (
     "ApproximateFirstReceiveTimestamp",
     TRACE_HEADER,
 )
-# Valid names leaseq has no value for on a standard queue: asked for, left out.
-_OTHER_SYSTEM_ATTRIBUTES = frozenset(
-    {"SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "DeadLetterQueueSourceArn"}
-)
+GROUP_ATTRIBUTES = ("MessageGroupId", "MessageDeduplicationId", "SequenceNumber")
 
 
 def sqs_message_id(message_id: str) -> str:
@@ -97,15 +95,7 @@ def _trace_header(entry: dict[str, Any]) -> str | None:
 class _Prepared:
     """A send entry read: the message to send, and what its answer needs."""
 
-    def __init__(self, entry: dict[str, Any]) -> None:
-        for fifo_only in ("MessageGroupId", "MessageDeduplicationId"):
-            if entry.get(fifo_only):
-                raise invalid_value(
-                    fifo_only,
-                    entry[fifo_only],
-                    "The request include parameter that is not valid for this queue type "
-                    "(leaseq has no FIFO queues).",
-                )
+    def __init__(self, entry: dict[str, Any], kind: fifo.SendRules) -> None:
         body = required_string(entry, "MessageBody")
         if mattrs.has_invalid_characters(body):
             raise SqsError(
@@ -113,15 +103,24 @@ class _Prepared:
                 "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to "
                 "#xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
             )
+        group = kind.group(entry)
+        dedup_id, shown_dedup_id = kind.dedup(entry, body)
         delay = integer(entry, "DelaySeconds", 0, MAX_DELAY_SECONDS)
         self.body = body
+        self.fifo = kind.fifo
         self.attributes = mattrs.parse(entry.get("MessageAttributes"))
         self.trace = _trace_header(entry)
         stored = mattrs.to_leaseq(self.attributes)
         if self.trace is not None:
             stored[TRACE_KEY] = self.trace
+        if shown_dedup_id:
+            stored[DEDUP_KEY] = shown_dedup_id
         self.message = NewMessage(
-            body.encode("utf-8"), stored, delay=float(delay) if delay is not None else None
+            body.encode("utf-8"),
+            stored,
+            delay=float(delay) if delay is not None and not kind.fifo else None,
+            dedup_id=dedup_id,
+            group=group,
         )
 
     def size(self) -> int:
@@ -151,9 +150,17 @@ def _too_big(error: InvalidArgument) -> SqsError:
     )
 
 
+async def _send_rules(ctx: Context, name: str) -> fifo.SendRules:
+    """A FIFO queue's rules (its name says it may be one: its config decides), else a standard
+    queue's, without reading its config."""
+    if not fifo.is_fifo_name(name):
+        return fifo.SendRules()
+    return fifo.SendRules.of((await ctx.core.get_queue(ctx.principal, name)).config)
+
+
 async def send_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     name = queue(params)
-    prepared = _Prepared(params)
+    prepared = _Prepared(params, await _send_rules(ctx, name))
     (outcome,) = await ctx.core.send(
         ctx.principal, name, [prepared.message], mattrs.RESERVED_PREFIX
     )
@@ -164,11 +171,13 @@ async def send_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
 
 async def send_message_batch(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     name = queue(params)
+    batch = entries(params)
+    kind = await _send_rules(ctx, name)
     items: list[tuple[str, _Prepared | SqsError]] = []
     total = 0
-    for entry in entries(params):
+    for entry in batch:
         try:
-            prepared = _Prepared(entry)
+            prepared = _Prepared(entry, kind)
             total += prepared.size()
             items.append((entry["Id"], prepared))
         except SqsError as error:
@@ -201,8 +210,8 @@ async def send_message_batch(ctx: Context, params: dict[str, Any]) -> dict[str, 
 def _system_names(params: dict[str, Any]) -> list[str]:
     asked = set(names(params, "AttributeNames")) | set(names(params, "MessageSystemAttributeNames"))
     if "All" in asked:
-        return list(SYSTEM_ATTRIBUTES)
-    return [a for a in SYSTEM_ATTRIBUTES if a in asked]
+        return [*SYSTEM_ATTRIBUTES, *GROUP_ATTRIBUTES]
+    return [a for a in (*SYSTEM_ATTRIBUTES, *GROUP_ATTRIBUTES) if a in asked]
 
 
 async def receive_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
@@ -212,16 +221,21 @@ async def receive_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any
     wait = integer(params, "WaitTimeSeconds", 0, MAX_WAIT_SECONDS)
     wanted_system = _system_names(params)
     wanted_user = names(params, "MessageAttributeNames")
-    if wait is None:
-        # The queue's default, within SQS's 20 s (a queue made over gRPC may say 30).
+    fifo.identifier(params, "ReceiveRequestAttemptId")  # checked on every queue, as SQS does
+    attempt = ""
+    if wait is None or fifo.is_fifo_name(name):
         config = (await ctx.core.get_queue(ctx.principal, name)).config
-        wait = min(int(config.receive_wait_time), MAX_WAIT_SECONDS)
+        if wait is None:
+            # The queue's default, within SQS's 20 s (a queue made over gRPC may say 30).
+            wait = min(int(config.receive_wait_time), MAX_WAIT_SECONDS)
+        attempt = fifo.attempt_of(params, config)
     messages = await ctx.core.receive(
         ctx.principal,
         name,
         count,
         visibility_timeout=float(visibility) if visibility is not None else None,
         wait_time=float(wait),
+        attempt_id=attempt,
     )
     if not messages:
         return {}
@@ -259,6 +273,12 @@ def _received(
         trace = message.attributes.get(TRACE_KEY)
         if trace is not None:
             values[TRACE_HEADER] = mattrs.xml_safe(trace) if ctx.xml_answer else trace
+        if message.group:
+            values["MessageGroupId"] = message.group
+        dedup_id = message.attributes.get(DEDUP_KEY)
+        if dedup_id is not None:  # a FIFO queue's message
+            values["MessageDeduplicationId"] = mattrs.xml_safe(dedup_id)
+            values["SequenceNumber"] = str(message.sequence)
         entry["Attributes"] = {k: values[k] for k in wanted_system if k in values}
     chosen = mattrs.select(mattrs.from_leaseq(message.attributes), wanted_user)
     if chosen and ctx.xml_answer:

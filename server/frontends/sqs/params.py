@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...auth import Principal
 from ...core import QueueCore
+from ...domain import limits
 from ...errors import InvalidArgument
 from . import queue_attributes as qattrs
 from .errors import (
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from .move_tasks import MoveTasks
 
 MAX_BATCH = 10  # entries of an SQS batch request
-QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+QUEUE_NAME = limits.NAME_PATTERN  # 1..80 of A-Z a-z 0-9 _ -, perhaps ending in .fifo
 _ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
 

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...domain import limits
 from ...domain.types import QueueConfig, QueueInfo, QueueStats
+from . import fifo
 from .errors import (
     INVALID_ATTRIBUTE_NAME,
     INVALID_ATTRIBUTE_VALUE,
@@ -86,16 +88,11 @@ READ_ONLY = (
     "LastModifiedTimestamp",
     "QueueArn",
 )
-# SQS attribute names leaseq knows of but does not support: refused when set, left out of answers.
-UNSUPPORTED = (
-    "FifoQueue",
-    "ContentBasedDeduplication",
-    "DeduplicationScope",
-    "FifoThroughputLimit",
-)
-ALL_READABLE = (*SETTABLE, REDRIVE_POLICY, *STORED, *READ_ONLY)
+# A FIFO queue's (fifo.py reads and renders them); a standard queue has none.
+FIFO = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+ALL_READABLE = (*SETTABLE, REDRIVE_POLICY, *STORED, *READ_ONLY, *FIFO)
 
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_QUEUE_NAME = limits.NAME_PATTERN  # 1..80 of A-Z a-z 0-9 _ -, perhaps ending in .fifo
 
 
 # --- names, URLs, ARNs ------------------------------------------------------------------------
@@ -190,6 +187,7 @@ class Parsed:
 
     config: dict[str, Any] = field(default_factory=dict)
     stored: dict[str, str | None] = field(default_factory=dict)
+    fifo: dict[str, Any] = field(default_factory=dict)  # the FIFO ones, as given (fifo.py)
 
 
 def _stored_value(name: str, text: object) -> str | None:
@@ -231,8 +229,8 @@ def parse(attributes: object) -> Parsed:
             parsed.config["max_delivery_count"] = count
         elif name in STORED:
             parsed.stored[name] = _stored_value(name, text)
-        elif name in UNSUPPORTED:
-            raise SqsError(INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name}.")
+        elif name in FIFO:
+            parsed.fifo[name] = text
         else:
             raise SqsError(INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name}.")
     return parsed
@@ -261,8 +259,6 @@ def requested(names: object) -> list[str]:
             return list(ALL_READABLE)
         if name in ALL_READABLE:
             chosen.append(name)
-        elif name in UNSUPPORTED:
-            continue  # a valid SQS name leaseq has no value for: left out, as SQS does for FIFO ones
         else:
             raise SqsError(INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name}.")
     return chosen
@@ -295,6 +291,10 @@ def render(
         elif name in STORED:
             if name in stored:
                 values[name] = stored[name]
+        elif name in FIFO:
+            fifo_values = fifo.render(config, stored)  # none on a standard queue
+            if name in fifo_values:
+                values[name] = fifo_values[name]
         elif name == "QueueArn":
             values[name] = queue_arn(region, info.name, account)
         elif name == "CreatedTimestamp":

@@ -4,11 +4,12 @@ stored attributes, in QueueCore.queue_state namespaces)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
-from ...errors import QueueAlreadyExists, QueueNotFound
-from . import policies
+from ...errors import InvalidArgument, QueueAlreadyExists, QueueNotFound
+from . import fifo, policies
 from . import queue_attributes as qattrs
 from .errors import (
     INVALID_PARAMETER_VALUE,
@@ -22,6 +23,7 @@ from .errors import (
 from .params import QUEUE_NAME, Context, integer, names, page_token, queue, string, string_map
 
 MAX_LIST_RESULTS = 1000
+_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,80}")  # a name's first characters (".fi" of ".fifo")
 TAGS = "sqs.tags"  # the queue-state namespace of its tags
 INTERNAL = "sqs.internal"  # the dialect's own bookkeeping of a queue (the last purge)
 MAX_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE = 50, 128, 256
@@ -32,17 +34,17 @@ async def create_queue(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     name = string(params, "QueueName")
     assert name is not None
     raw_attributes = params.get("Attributes") or {}
-    if isinstance(raw_attributes, dict) and "FifoQueue" in raw_attributes:
-        qattrs.parse({"FifoQueue": raw_attributes["FifoQueue"]})  # raises InvalidAttributeName
     if not QUEUE_NAME.fullmatch(name):
-        reason = (
-            "leaseq has no FIFO queues (.fifo)."
-            if name.endswith(".fifo")
-            else "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 "
-            "in length."
+        raise invalid_value(
+            "QueueName",
+            name,
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in "
+            "length (a FIFO queue's ending in .fifo).",
         )
-        raise invalid_value("QueueName", name, reason)
     parsed = qattrs.parse(raw_attributes)
+    kind = fifo.creation(name, parsed.fifo)
+    parsed.config.update(kind.config)
+    parsed.stored.update(kind.stored)
     tags = _tags(params, "tags")
     await _check_redrive_allowed(ctx, name, parsed)
     config = replace(qattrs.SQS_DEFAULTS, **parsed.config)
@@ -51,6 +53,8 @@ async def create_queue(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         created = True
     except QueueAlreadyExists:
         created = False
+    except InvalidArgument as error:
+        raise _dead_letter_error(error) from None
     if not created or not await _fresh(ctx, name):
         existing = await ctx.core.get_queue(ctx.principal, name)
         stored = await ctx.core.queue_state(ctx.principal, name, qattrs.STATE)
@@ -69,6 +73,19 @@ async def create_queue(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     if tags:
         await ctx.core.update_queue_state(ctx.principal, name, TAGS, dict(tags))
     return {"QueueUrl": ctx.url(name)}
+
+
+def _dead_letter_error(error: InvalidArgument) -> Exception:
+    """The core's refusal of a dead letter queue of another type, in SQS's words."""
+    if error.field == "config.dead_letter_queue" and (
+        "FIFO" in error.description or "FAIR" in error.description
+    ):
+        return SqsError(
+            INVALID_PARAMETER_VALUE,
+            "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same "
+            "type of queue as the source.",
+        )
+    return error
 
 
 async def _fresh(ctx: Context, name: str) -> bool:
@@ -112,7 +129,7 @@ async def get_queue_url(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
 
 async def list_queues(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     prefix = string(params, "QueueNamePrefix", required=False) or ""
-    if prefix and not QUEUE_NAME.fullmatch(prefix):
+    if prefix and not _PREFIX.fullmatch(prefix):
         return {}  # no queue name starts so
     limit = integer(params, "MaxResults", 1, MAX_LIST_RESULTS)
     token = string(params, "NextToken", required=False)
@@ -129,7 +146,9 @@ async def list_queues(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def delete_queue(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-    await ctx.core.delete_queue(ctx.principal, queue(params))
+    name = queue(params)
+    await ctx.core.delete_queue(ctx.principal, name)
+    ctx.move_tasks.forget(name)  # a running task of it ends FAILED at its next step
     return {}
 
 
@@ -164,11 +183,18 @@ async def set_queue_attributes(ctx: Context, params: dict[str, Any]) -> dict[str
     if "Attributes" not in params:
         raise missing("Attributes")
     parsed = qattrs.parse(params.get("Attributes"))
+    current = await ctx.core.get_queue(ctx.principal, name)  # QueueDoesNotExist before any change
+    if parsed.fifo:
+        stored = await ctx.core.queue_state(ctx.principal, name, qattrs.STATE)
+        kind = fifo.change(current.config, stored, parsed.fifo)
+        parsed.config.update(kind.config)
+        parsed.stored.update(kind.stored)
     await _check_redrive_allowed(ctx, name, parsed)
     if parsed.config:
-        await ctx.core.update_queue(ctx.principal, name, parsed.config)
-    else:
-        await ctx.core.get_queue(ctx.principal, name)  # QueueDoesNotExist, before any change
+        try:
+            await ctx.core.update_queue(ctx.principal, name, parsed.config)
+        except InvalidArgument as error:
+            raise _dead_letter_error(error) from None
     changes = {**parsed.stored, qattrs.LAST_MODIFIED: str(int(ctx.core.now()))}
     await ctx.core.update_queue_state(ctx.principal, name, qattrs.STATE, changes)
     return {}
