@@ -559,6 +559,14 @@ class QueueCore:
         outcome = await self.dead_letter(None, name, [receipt], reason)
         return outcome.results[0].status
 
+    async def send_receipt(self, name: str, key: int) -> str:
+        """The receipt of a message just sent, before any delivery (receipt_seq 0: its send
+        receipt, domain.leases.send_receipt), from the key the store's send gave
+        (SendOutcome.key). Deletes and updates accept it until the message is delivered or
+        updated. For a front end whose send answers a receipt (Azure's Put Message); the
+        caller was granted the send."""
+        return await self.store.receipt_of(name, key, 0)
+
     async def _admin_receipt(
         self, principal: Principal | None, name: str, key: int, seq: int
     ) -> str:

@@ -234,6 +234,29 @@ def held_lease_status(
     return status
 
 
+def send_receipt(receipt_seq: int) -> bool:
+    """Whether a receipt that fencing found current (its receipt_seq is the message's) is the
+    message's send receipt: receipt_seq 0, never delivered nor updated. Deletes accept it as any
+    current receipt; UpdateMessage takes it as holding the message though no lease does (Azure's
+    Put Message pop receipt). gRPC never hands one out (receipts of deliveries start at 1)."""
+    return receipt_seq == 0
+
+
+def may_update(receipt_seq: int, live: bool) -> bool:
+    """Whether UpdateMessage through a current receipt goes ahead: its lease is live, or it is
+    the send receipt (else LEASE_EXPIRED)."""
+    return live or send_receipt(receipt_seq)
+
+
+def update_leases(receipt_seq: int, visibility_timeout: float | None) -> bool:
+    """Whether an update through a current receipt must mark the message leased before its
+    visibility change: through the send receipt, a timeout > 0 makes it invisible under a lease
+    (as Azure's Update Message does), so the receipt it returns keeps working while invisible."""
+    return (
+        send_receipt(receipt_seq) and visibility_timeout is not None and leases(visibility_timeout)
+    )
+
+
 def lease_result(receipt: str, status: LeaseStatus, key: int) -> LeaseResult:
     """A result naming the message's key, except for a receipt that proved not to be a real one."""
     return LeaseResult(receipt, status, key=None if status is LeaseStatus.INVALID_RECEIPT else key)
@@ -337,16 +360,21 @@ def updated_message(
     visibility_timeout: float | None,
 ) -> tuple[Lease, bytes, dict[str, str]]:
     """UpdateMessage over a loaded row: the lease after it and the new body and attributes
-    (None: keep the stored ones). LeaseRejected unless the receipt holds a live lease;
+    (None: keep the stored ones). LeaseRejected unless the receipt holds a live lease or is the
+    message's send receipt (may_update);
     InvalidArgument('body') when the result is over max_message_bytes. The caller writes them
     with receipt_seq + 1."""
-    status = held_lease_status(lease, tombstone, seq, now)
+    status = fence_lease(lease, tombstone, seq, now)
+    if status is None and lease is not None and not may_update(seq, lease.live(now)):
+        status = LeaseStatus.LEASE_EXPIRED
     if status is not None:
         raise LeaseRejected(status)
     assert lease is not None
     new_body = stored[0] if body is None else body
     new_attributes = dict(stored[1]) if attributes is None else dict(attributes)
     body_fits_update(new_body, new_attributes, config)
+    if update_leases(seq, visibility_timeout):
+        lease.leased = True
     if visibility_timeout is not None:
         lease.set_visibility(now, visibility_timeout, config=config)
     return lease, new_body, new_attributes

@@ -143,6 +143,9 @@ class SentBatch:
 class SendOutcome:
     message_id: str
     duplicate: bool = False
+    # The store's key of the sent message, on the per-message send path (None for a duplicate
+    # and on the body-only column paths): `Store.receipt_of(name, key, 0)` is its send receipt.
+    key: int | None = None
 
 
 @dataclass(slots=True)

@@ -200,7 +200,7 @@ class MemoryStore(Store):
             if new.dedup_id:
                 in_batch[new.dedup_id] = message.message_id
                 self._remember_dedup(queue, new.dedup_id, message.message_id, now)
-            outcomes.append(SendOutcome(message_id=message.message_id))
+            outcomes.append(SendOutcome(message_id=message.message_id, key=message.key))
         return outcomes
 
     async def receive(
@@ -374,7 +374,9 @@ class MemoryStore(Store):
         now = self.clock.now()
         queue = self._open_queue(name, now)
         status, _key, message = self._resolve(queue, receipt, now)
-        if message is not None and not _is_leased(message, now):
+        if message is not None and not leases.may_update(
+            message.receipt_seq, _is_leased(message, now)
+        ):
             status, message = LeaseStatus.LEASE_EXPIRED, None
         if message is None:
             raise LeaseRejected(status)
@@ -383,6 +385,8 @@ class MemoryStore(Store):
         body_fits_update(new_body, new_attributes, queue.config)
         message.body = new_body
         message.attributes = new_attributes
+        if leases.update_leases(message.receipt_seq, visibility_timeout):
+            message.leased = True
         message.receipt_seq += 1
         if visibility_timeout is not None:
             self._set_visibility(queue, message, now, visibility_timeout)

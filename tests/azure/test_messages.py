@@ -99,6 +99,33 @@ def test_a_pop_receipt_stops_working_after_a_redelivery(queue: QueueClient):
     assert queue.get_queue_properties().approximate_message_count == 0
 
 
+def test_put_messages_pop_receipt_updates_and_deletes_at_once(queue: QueueClient):
+    sent = queue.send_message("v1")
+    assert sent.pop_receipt
+    updated = queue.update_message(sent, content="v2", visibility_timeout=300)
+    assert updated.pop_receipt != sent.pop_receipt and _near(updated.next_visible_on, 300)
+    # Invisible now, as Azure's Update Message leaves it: nothing to get, and the new pop
+    # receipt keeps working while it is.
+    assert queue.receive_message(visibility_timeout=60) is None
+    again = queue.update_message(updated, content="v3", visibility_timeout=300)
+    with pytest.raises(ResourceNotFoundError):  # Put Message's pop receipt is superseded
+        queue.delete_message(sent)
+    queue.delete_message(again)
+    assert queue.get_queue_properties().approximate_message_count == 0
+    # Put Message's pop receipt deletes as well, until a Get Messages delivers the message.
+    fresh = queue.send_message("once")
+    queue.delete_message(fresh)
+    assert queue.peek_messages() == []
+    late = queue.send_message("late")
+    got = queue.receive_message(visibility_timeout=60)
+    assert got.id == late.id
+    with pytest.raises(ResourceNotFoundError):
+        queue.update_message(late, content="x", visibility_timeout=0)
+    with pytest.raises(ResourceNotFoundError):
+        queue.delete_message(late)
+    queue.delete_message(got)
+
+
 def test_update_message_text_and_visibility(queue: QueueClient):
     queue.send_message("v1")
     got = queue.receive_message(visibility_timeout=60)
@@ -136,14 +163,6 @@ def test_pop_receipt_of_another_message_is_a_mismatch(queue: QueueClient):
         queue.delete_message(a.id, b.pop_receipt)
     assert caught.value.status_code == 400 and caught.value.error_code == "PopReceiptMismatch"
     assert queue.get_queue_properties().approximate_message_count == 2
-
-
-def test_the_pop_receipt_of_put_message_deletes_nothing(queue: QueueClient):
-    sent = queue.send_message("kept")
-    with pytest.raises(ResourceNotFoundError) as caught:
-        queue.delete_message(sent)
-    assert caught.value.error_code == "MessageNotFound"
-    assert queue.get_queue_properties().approximate_message_count == 1
 
 
 def test_clear_messages_removes_every_state(queue: QueueClient):

@@ -209,13 +209,16 @@ async def put_message(request: Request) -> Answer:
     if isinstance(outcome, InvalidArgument):
         raise outcome
     visible = now + (delay if delay is not None else config.default_delay)
-    answer = xml_bodies.sent_message(
-        outcome.message_id,
-        now,
-        now + ttl,
-        request.receipts.for_sent(outcome.message_id),
-        visible,
+    # The send receipt (a ttl always takes the stores' per-message way, which gives the key):
+    # Update and Delete Message accept it at once, as Azure does.
+    pop_receipt = (
+        request.receipts.for_sent(outcome.message_id)
+        if outcome.key is None
+        else request.receipts.encode(
+            await request.core.send_receipt(name, outcome.key), outcome.message_id
+        )
     )
+    answer = xml_bodies.sent_message(outcome.message_id, now, now + ttl, pop_receipt, visible)
     return Answer(201, answer, {"Content-Type": "application/xml"}, ("sent", 1))
 
 

@@ -9,8 +9,10 @@ whose URL names another message than the one the pop receipt was issued for is r
 (PopReceiptMismatch, 400) before anything is done: the receipt of message A cannot delete or
 update A through the URL of message B, and no one can make the tag for another id.
 
-Put Message answers a pop receipt too, but leaseq issues receipts only when it delivers: that one
-is "-.<tag>", which names no delivery (Delete/Update Message with it: MessageNotFound)."""
+Put Message answers the message's send receipt (`QueueCore.send_receipt`, receipt_seq 0): Update
+and Delete Message accept it until the message is delivered or updated, as Azure does. "-.<tag>"
+(the Put Message pop receipt of earlier versions, and `for_sent`, for a send that gave no key)
+names no delivery: Delete/Update Message with it answer MessageNotFound."""
 
 from __future__ import annotations
 
@@ -76,8 +78,8 @@ class PopReceipts:
         if receipt == _UNLEASED:
             raise AzureError(
                 MESSAGE_NOT_FOUND,
-                "The specified message does not exist with this pop receipt: leaseq issues usable "
-                "pop receipts when Get Messages delivers a message, not on Put Message.",
+                "The specified message does not exist with this pop receipt: it names no "
+                "delivery of the message.",
             )
         return receipt
 

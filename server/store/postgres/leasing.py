@@ -31,6 +31,7 @@ from .statements import (
     DELETE_ATTEMPT_SQL,
     DELETE_KEYS_SQL,
     DELETE_RECEIPTS_SQL,
+    GRANT_ONE_SQL,
     REDRIVE_SQL,
     _channel_clause,
     _channel_param,
@@ -241,6 +242,8 @@ class LeaseOps:
                     "key": key,
                 },
             )
+            if decide.update_leases(seq, visibility_timeout):
+                await tx.run(GRANT_ONE_SQL, tx.p(found))
             return UpdatedMessage(key, tx.codec.encode(found.uid, key, seq + 1), lease.visible_at)
 
         return await self.store._run(op)

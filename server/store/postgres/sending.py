@@ -40,7 +40,7 @@ class Sends:
         if not any(m.dedup_id for m in messages):
             # Nothing to deduplicate: one statement.
             ids = new_message_ids(len(messages))
-            await self._insert(
+            keys = await self._insert(
                 name,
                 SEND_SQL,
                 {
@@ -52,7 +52,7 @@ class Sends:
                     "delays": [m.delay for m in messages],
                 },
             )
-            return [SendOutcome(message_id) for message_id in ids]
+            return [SendOutcome(message_id, key=keys.get(message_id)) for message_id in ids]
 
         async def op(tx: _Tx) -> list[SendOutcome]:
             # FOR KEY SHARE: a concurrent DeleteQueue waits for this send, then deletes it too.
@@ -99,7 +99,10 @@ class Sends:
                 rows["visibles"].append(visible_at)
                 outcomes.append(SendOutcome(message_id))
             if rows["message_ids"]:
-                await tx.run(INSERT_MESSAGES_SQL, tx.p(found, **rows))
+                keys = dict(await tx.rows(INSERT_MESSAGES_SQL, tx.p(found, **rows)))
+                for outcome in outcomes:
+                    if not outcome.duplicate:
+                        outcome.key = keys[outcome.message_id]
                 tx.published.add(name)
             return outcomes
 
@@ -118,8 +121,11 @@ class Sends:
         await self._insert(name, SEND_BODIES_SQL, {"message_ids": ids, "bodies": bodies})
         return ids
 
-    async def _insert(self, name: str, statement: str, rows: dict[str, list[Any]]) -> None:
-        """SEND_SQL or SEND_BODIES_SQL (messages without dedup ids): rows are its arrays."""
+    async def _insert(
+        self, name: str, statement: str, rows: dict[str, list[Any]]
+    ) -> dict[str, int]:
+        """SEND_SQL or SEND_BODIES_SQL (messages without dedup ids): rows are its arrays. The
+        keys of the rows by message id (SEND_SQL's; none for SEND_BODIES_SQL)."""
         answer = await self.store._statement(
             statement,
             generic=True,
@@ -127,11 +133,12 @@ class Sends:
         )
         if not answer:
             raise QueueNotFound(name)
-        now, queue_id, has_expired, count = answer[0]
+        now, queue_id, has_expired, count, *sent = answer[0]
         if count:
             self.store._publish([name])
         if has_expired:
             await self.store._sweep(queue_id, now)
+        return dict(zip(*sent)) if sent and count else {}
 
     @staticmethod
     async def _claim_dedup(tx: _Tx, found: _Queue, first: dict[str, str]) -> dict[str, str]:

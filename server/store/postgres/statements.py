@@ -309,6 +309,7 @@ INSERT_MESSAGES_SQL = """
     FROM unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
                 %(channels)b::text[], %(expires)b::float8[], %(visibles)b::float8[])
          AS m(message_id, body, attributes, channel, expires_at, visible_at)
+    RETURNING message_id, key
 """
 
 # Dead letters: messages of %(queue)b that reached max_delivery_count (locked by the pick) move
@@ -515,24 +516,42 @@ def receive_sql(channel_clause: str = "", sized: bool = False) -> str:
     """
 
 
-def _send_sql(insert: str) -> str:
+def _send_sql(insert: str, keys: bool = False) -> str:
     """A send without dedup ids in one statement: FOR KEY SHARE of the queue's row (a concurrent
     DeleteQueue waits for it, then deletes what it wrote), then `insert`, an INSERT of the rows
-    that reads the queue's row as q. Returns q.now, q.id, has_expired and the count; no row when
-    there is no such queue."""
-    return f"""
+    that reads the queue's row as q. Returns q.now, q.id, has_expired and the count; with keys,
+    also the message ids and the keys of the rows (two arrays in one order); no row when there
+    is no such queue."""
+    head = f"""
     WITH q AS MATERIALIZED (
         {_QUEUE_NOW}, q.default_delay, q.message_retention
         FROM queues q, (SELECT {NOW_SQL} AS now) c
         WHERE q.name = %(name)b FOR KEY SHARE OF q),
-    sent AS ({insert}
+    sent AS ({insert}"""
+    if not keys:
+        return f"""{head}
         RETURNING 1)
     SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
 """
+    # Both arrays from one aggregation over the rows: one order.
+    return f"""{head}
+        RETURNING message_id, key)
+    SELECT q.now, q.id, q.has_expired, s.count, s.ids, s.keys
+    FROM q, (SELECT count(*) AS count, array_agg(message_id) AS ids, array_agg(key) AS keys
+             FROM sent) s
+"""
 
+
+# A lease an update through a send receipt made (domain.leases.update_leases): one grant more,
+# as a leasing receive counts its own (the in-flight ceiling).
+GRANT_ONE_SQL = f"""
+    INSERT INTO queue_counters AS c (queue, slot, granted) VALUES (%(queue)b, {SLOT_SQL}, 1)
+    ON CONFLICT (queue, slot) DO UPDATE SET granted = c.granted + EXCLUDED.granted
+"""
 
 # Each message's delay and retention (NULL: the queue's), attributes and channel.
-SEND_SQL = _send_sql("""
+SEND_SQL = _send_sql(
+    """
         INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,
                               expires_at, visible_at)
         SELECT q.id, m.message_id, m.body, m.attributes::jsonb, m.channel, q.now,
@@ -540,7 +559,9 @@ SEND_SQL = _send_sql("""
                q.now + COALESCE(m.delay, q.default_delay)
         FROM q, unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
                        %(channels)b::text[], %(ttls)b::float8[], %(delays)b::float8[])
-             AS m(message_id, body, attributes, channel, ttl, delay)""")
+             AS m(message_id, body, attributes, channel, ttl, delay)""",
+    keys=True,
+)
 
 # SEND_SQL for messages that are only a body (send_bodies: the usual batch): two arrays, not
 # six. Each array costs its dump in the server (per element, in Python) and its parse and unnest

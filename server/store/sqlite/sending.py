@@ -108,7 +108,10 @@ class Sends:
                 until = decide.dedup_until(now, config)
                 if until is not None:
                     records.append((found.id, m.dedup_id, message_id, until))
-        self._insert_rows(rows)
+        keys = iter(self._insert_rows(rows))
+        for outcome in outcomes:
+            if not outcome.duplicate:
+                outcome.key = next(keys)
         self.tx._count(found.id, [row[4] for row in rows], 1)
         if config.grouped:
             Groups(self.tx, found).sent([(row[9], row[7]) for row in rows])
@@ -256,11 +259,19 @@ class Sends:
             self.tx.conn.execute(COUNT_CHANNEL_SQL, (found.id, "", len(bodies)))
         return message_ids
 
-    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
-        """INSERT_MESSAGE_SQL's rows, a multi-row statement at a time (schema.INSERT_ROWS)."""
+    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> list[int]:
+        """INSERT_MESSAGE_SQL's rows, a multi-row statement at a time (schema.INSERT_ROWS):
+        their keys, in order (AUTOINCREMENT gives one statement's rows consecutive keys, the
+        last one last_insert_rowid)."""
         values = list(chain.from_iterable(rows))
+        keys: list[int] = []
         for start, count in _statements(len(rows)):
-            self.tx.conn.execute(insert_rows_sql(count), values[10 * start : 10 * (start + count)])
+            last = self.tx.conn.execute(
+                insert_rows_sql(count), values[10 * start : 10 * (start + count)]
+            ).lastrowid
+            assert last is not None
+            keys.extend(range(last - count + 1, last + 1))
+        return keys
 
     def _live_dedup(self, found: _Queue, dedup_ids: set[str]) -> dict[str, str]:
         """dedup_id -> original message_id, for the ids still inside their window."""

@@ -372,7 +372,7 @@ class _Tx:
 
         Counting live leases walks the partial index over every one of them, milliseconds at
         a hundred thousand. So the store keeps a ceiling per queue: the last exact count plus every lease
-        granted since. Only a delivery makes a new lease, and leases only end, so the ceiling
+        granted since. Only a delivery (or an update through a send receipt) makes a new lease, and leases only end, so the ceiling
         never falls below the true count (a rolled-back receive leaves it too high, which is
         merely cautious). While ceiling + max_messages fits under max_in_flight, no count is
         needed; near the limit the count is exact, as base.py requires.
@@ -756,6 +756,8 @@ class _Tx:
                 key,
             ),
         )
+        if decide.update_leases(seq, visibility_timeout) and found.id in self.lease_ceilings:
+            self.lease_ceilings[found.id] += 1  # a lease not made by a delivery (_delivery_limit)
         if found.config.grouped:
             groups = Groups(self, found)
             groups.refresh(groups.of_keys([key]))
