@@ -84,8 +84,9 @@ def test_a_fifo_queue_and_its_attributes(sqs):
 
 def test_groups_come_out_in_order_and_a_leased_group_is_blocked(sqs):
     url = fifo_queue(sqs)
+    sent_sequence = []
     for i in range(4):
-        send(sqs, url, f"a{i}", "A")
+        sent_sequence.append(send(sqs, url, f"a{i}", "A")["SequenceNumber"])
         send(sqs, url, f"b{i}", "B")
     first = receive(sqs, url, 3, VisibilityTimeout=60)
     assert bodies(first) == ["a0", "a1", "a2"]  # one group's run, in send order
@@ -109,6 +110,7 @@ def test_groups_come_out_in_order_and_a_leased_group_is_blocked(sqs):
     assert [m["Attributes"]["MessageDeduplicationId"] for m in again] == ["a1", "a2", "a3"]
     sequence = [int(m["Attributes"]["SequenceNumber"]) for m in again]
     assert sequence == sorted(sequence) and len(set(sequence)) == 3
+    assert sequence == [int(s) for s in sent_sequence[1:]]  # what each SendMessage answered
     assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
 
 
@@ -117,6 +119,7 @@ def test_deduplication_explicit_content_based_and_per_group(sqs):
     first = send(sqs, url, "one", "g", dedup="d1")
     repeat = send(sqs, url, "one again", "g", dedup="d1")
     assert repeat["MessageId"] == first["MessageId"]  # accepted, not enqueued twice
+    assert "SequenceNumber" in first and "SequenceNumber" not in repeat
     batch = sqs.send_message_batch(
         QueueUrl=url,
         Entries=[

@@ -17,8 +17,9 @@ dedup_scope; NewMessage.group; DeliveredMessage.group and .sequence) and its rec
 - a FIFO queue's dead letter queue is a FIFO queue, and only a FIFO queue's;
 - ReceiveRequestAttemptId (the same alphabet) makes a receive on a FIFO queue repeatable
   (leaseq's receive attempts); a standard queue ignores it, as SQS does;
-- a received message of a FIFO queue has the system attributes MessageGroupId,
-  MessageDeduplicationId and SequenceNumber (leaseq's sequence, increasing in send order);
+- a send to a FIFO queue answers SequenceNumber (the store's key: DeliveredMessage.sequence);
+  a received message has the system attributes MessageGroupId, MessageDeduplicationId and
+  SequenceNumber;
 - MessageGroupId on a standard queue puts the message in that group (a fair queue when the
   queue is FAIR; standard queues made through SQS are not yet, see STANDARD_ORDERING);
   MessageDeduplicationId stays FIFO only.

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...domain.types import DeliveredMessage, LeaseStatus, NewMessage, VisibilityChange
+from ...domain.types import (
+    DeliveredMessage,
+    LeaseStatus,
+    NewMessage,
+    SendOutcome,
+    VisibilityChange,
+)
 from ...errors import InvalidArgument
 from . import fifo, md5
 from . import message_attributes as mattrs
@@ -128,14 +134,16 @@ class _Prepared:
             len(k.encode()) + len(v.encode()) for k, v in self.message.attributes.items()
         )
 
-    def answer(self, message_id: str) -> dict[str, Any]:
+    def answer(self, outcome: SendOutcome) -> dict[str, Any]:
         result: dict[str, Any] = {
-            "MessageId": sqs_message_id(message_id),
+            "MessageId": sqs_message_id(outcome.message_id),
             "MD5OfMessageBody": md5.of_body(self.body),
         }
         digest = md5.of_attributes(self.attributes)
         if digest is not None:
             result["MD5OfMessageAttributes"] = digest
+        if self.fifo and outcome.key is not None:  # a duplicate's first sequence is not known
+            result["SequenceNumber"] = str(outcome.key)  # DeliveredMessage.sequence: the key
         if self.trace is not None:
             result["MD5OfMessageSystemAttributes"] = md5.of_attributes(
                 {TRACE_HEADER: mattrs.AttributeValue("String", string=self.trace)}
@@ -166,7 +174,7 @@ async def send_message(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     )
     if isinstance(outcome, InvalidArgument):
         raise _too_big(outcome)
-    return prepared.answer(outcome.message_id)
+    return prepared.answer(outcome)
 
 
 async def send_message_batch(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +208,7 @@ async def send_message_batch(ctx: Context, params: dict[str, Any]) -> dict[str, 
         if isinstance(outcome, InvalidArgument):
             failed.append(failure(entry_id, _too_big(outcome)))
             continue
-        successful.append({"Id": entry_id, **item.answer(outcome.message_id)})
+        successful.append({"Id": entry_id, **item.answer(outcome)})
     return {"Successful": successful, "Failed": failed}
 
 
