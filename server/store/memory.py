@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ..clock import Clock, SystemClock
@@ -227,12 +228,14 @@ class MemoryStore(Store):
 
         delivered: list[_Message] = []
         taken = 0  # bytes, for max_bytes
+        grouped = queue.config.grouped  # the groups' pick is the whole receive (memory_groups)
+        exhausted = partial(self._due_for_dead_letter, queue)
         candidates = (
-            queue.groups.candidates(queue.config, queue.messages, now, limit, channel_filter)
-            if queue.config.grouped
+            iter(queue.groups.candidates(queue, now, limit, channel_filter, exhausted, max_bytes))
+            if grouped
             else self._visible_in_order(queue, now, channel_filter)
         )
-        while len(delivered) < limit and not bytes_reached(taken, max_bytes):
+        while grouped or (len(delivered) < limit and not bytes_reached(taken, max_bytes)):
             message = next(candidates, None)
             if message is None:
                 break

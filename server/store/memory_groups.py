@@ -5,16 +5,18 @@ reference favours obviously right over fast: a receive reads every group's first
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from ..domain import groups as rules
-from ..domain.rules import channel_matches
+from ..domain.rules import bytes_reached, channel_matches, message_size
 from ..domain.types import Ordering, QueueConfig
 
 
 class _Member(Protocol):
     key: int
+    body: bytes
+    attributes: dict[str, str]
     visible_at: float
     leased: bool
     delivery_count: int
@@ -24,11 +26,10 @@ class _Member(Protocol):
 _M = TypeVar("_M", bound=_Member)
 
 
-def _member(message: _Member, now: float) -> rules.GroupMember:
+def _member(message: _Member) -> rules.GroupMember:
     return rules.GroupMember(
-        message.key, message.visible_at, message.leased and message.visible_at > now,
-        message.delivery_count,
-    )  # fmt: skip
+        message.key, message.visible_at, message.leased, message.delivery_count
+    )
 
 
 class GroupIndex:
@@ -60,7 +61,7 @@ class GroupIndex:
     def ready_at(
         self, ordering: Ordering, group: str, messages: Mapping[int, _Member], now: float
     ) -> float | None:
-        members = [_member(messages[k], now) for k in self.keys[group]]
+        members = [_member(messages[k]) for k in self.keys[group]]
         return rules.ready_at(ordering, members)
 
     def counts(
@@ -77,91 +78,90 @@ class GroupIndex:
 
     def candidates(
         self,
-        config: QueueConfig,
-        messages: Mapping[int, _M],
+        queue: Any,  # memory._Queue: its config and messages
         now: float,
         room: int,
         channel_filter: str,
-    ) -> Iterator[_M]:
-        """The messages a receive with this room takes, in order (FIFO: runs of ready groups,
-        oldest first; FAIR: rounds over the ready groups, least recently served first). The
-        receive may dead-letter some as it goes (they leave `messages`)."""
-        present = messages.__contains__
+        exhausted: Callable[[_M], bool],
+        max_bytes: int | None,
+    ) -> list[_M]:
+        """What a receive with this room takes (domain.groups: FIFO, shares of the runs of the
+        oldest ready groups; FAIR, rounds over the least recently served ready groups): the
+        messages to dead-letter (`exhausted`) first, then those to deliver, each group's
+        together and in order, within room and max_bytes."""
+        config: QueueConfig = queue.config
+        messages: Mapping[int, Any] = queue.messages
+        if room <= 0:
+            return []
         if config.ordering is Ordering.FIFO:
-            yield from self._fifo(messages, now, channel_filter, present)
+            ready = []
+            for group in self.keys:
+                ready_at = self.ready_at(Ordering.FIFO, group, messages, now)
+                if ready_at is not None and ready_at <= now:
+                    ready.append((ready_at, group))
+            chosen = [group for _, group in sorted(ready)[:room]]
+
+            def runs(group: str) -> list[_M]:  # in key order; a run ends at the first miss
+                run = []
+                for key in self.keys[group]:
+                    m = messages[key]
+                    if m.visible_at > now or not channel_matches(m.channel, channel_filter):
+                        break
+                    run.append(m)
+                return run
         else:
-            yield from self._fair(messages, now, room, channel_filter, present)
+            ready_fair = [
+                g for g in self.keys if any(messages[k].visible_at <= now for k in self.keys[g])
+            ]
+            chosen = sorted(ready_fair, key=lambda g: (self.turns.get(g, 0), g))[:room]
 
-    def _fifo(
-        self,
-        messages: Mapping[int, _M],
-        now: float,
-        channel_filter: str,
-        present: Callable[[int], bool],
-    ) -> Iterator[_M]:
-        ready = []
-        for group in self.keys:
-            at = self.ready_at(Ordering.FIFO, group, messages, now)
-            if at is not None and at <= now:
-                ready.append((at, group))
-        ready.sort()
-        for _, group in ready:
-            for key in list(self.keys.get(group, ())):
-                if not present(key):
-                    continue
-                message = messages[key]
-                if message.visible_at > now or not channel_matches(message.channel, channel_filter):
-                    break  # the run ends here
-                yield message
-
-    def _fair(
-        self,
-        messages: Mapping[int, _M],
-        now: float,
-        room: int,
-        channel_filter: str,
-        present: Callable[[int], bool],
-    ) -> Iterator[_M]:
-        def visible(group: str) -> list[int]:
-            return sorted(
-                (k for k in self.keys.get(group, ()) if present(k)),
-                key=lambda k: (messages[k].visible_at, k),
-            )
-
-        ready = [
-            group
-            for group in self.keys
-            if any(
-                messages[k].visible_at <= now
-                and channel_matches(messages[k].channel, channel_filter)
-                for k in self.keys[group]
-            )
-        ]
-        ready.sort(key=lambda g: (self.turns.get(g, 0), g))
-        chosen = ready[:room]
-        yielded: set[int] = set()
-        left = room
-        while left > 0 and chosen:
-            share = rules.fair_share(left, len(chosen))
-            more: list[str] = []
-            for group in chosen:
-                keys = [
-                    k
-                    for k in visible(group)
-                    if k not in yielded
-                    and messages[k].visible_at <= now
+            def runs(group: str) -> list[_M]:  # the visible ones in delivery order
+                found = [
+                    messages[k]
+                    for k in self.keys[group]
+                    if messages[k].visible_at <= now
                     and channel_matches(messages[k].channel, channel_filter)
-                ][:share]
-                for key in keys:
-                    if left <= 0:
-                        return
-                    self._serve(group)
-                    yielded.add(key)
-                    left -= 1
-                    yield messages[key]
-                if len(keys) == share:
+                ]
+                return sorted(found, key=lambda m: (m.visible_at, m.key))
+
+        lists = {group: runs(group) for group in chosen}
+        taken: dict[str, list[_M]] = {group: [] for group in chosen}
+        position = dict.fromkeys(chosen, 0)
+        served: list[str] = []
+        dead: list[_M] = []
+        order: list[_M] = []  # FAIR: delivery in the order taken
+        count = total = 0
+        open_ = list(chosen)
+        while open_ and count < room and not bytes_reached(total, max_bytes):
+            share = rules.fair_share(room - count, len(open_))
+            more: list[str] = []
+            for group in open_:
+                rows = lists[group][position[group] : position[group] + share]
+                position[group] += len(rows)
+                if rows and config.ordering is Ordering.FAIR and group in served:
+                    served.remove(group)  # to the back, in the order last served
+                if rows and group not in served:
+                    served.append(group)
+                for m in rows:
+                    if exhausted(m):
+                        dead.append(m)
+                        continue
+                    taken[group].append(m)
+                    order.append(m)
+                    count += 1
+                    total += message_size(m.body, m.attributes)
+                    if count >= room or bytes_reached(total, max_bytes):
+                        break
+                if count >= room or bytes_reached(total, max_bytes):
+                    break
+                if len(rows) == share:
                     more.append(group)
-            chosen = more
+            open_ = more
+        if config.ordering is Ordering.FAIR:
+            for group in served:
+                self._serve(group)
+            return [*dead, *order]
+        return [*dead, *(m for group in chosen for m in taken[group])]
 
     def _serve(self, group: str) -> None:
         self._turn += 1

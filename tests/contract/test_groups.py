@@ -17,12 +17,6 @@ FIFO = Ordering.FIFO
 FAIR = Ordering.FAIR
 
 
-@pytest.fixture(autouse=True)
-def _stores_with_groups(request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.params.get("store") == "postgres":
-        pytest.skip("the PostgreSQL store delivers by group in a later commit")
-
-
 async def _send(store: Store, queue: str, group: str, *bodies: str, **options: object) -> None:
     await store.send(queue, [NewMessage(b.encode(), group=group, **options) for b in bodies])
 
@@ -46,16 +40,26 @@ async def test_fifo_delivers_a_group_in_send_order_and_blocks_it_while_leased(
     await _send(store, Q, "b", "b1")
     await _send(store, Q, "a", "a4")
     first = await receive(store, Q, 2)
-    assert _bodies(first) == ["a1", "a2"]
-    assert [m.group for m in first] == ["a", "a"]
-    assert first[0].sequence < first[1].sequence
-    # Group a is blocked while a1 and a2 are leased: only b comes out.
-    assert _bodies(await receive(store, Q, 10)) == ["b1"]
-    assert await receive(store, Q, 10) == []
-    await _ack(store, first[:1])
-    assert await receive(store, Q, 10) == []  # a2 still leased
+    # Two ready groups share the room: the head of each, each group's messages in order.
+    assert _bodies(first) == ["a1", "b1"]
+    assert [m.group for m in first] == ["a", "b"]
+    assert await receive(store, Q, 10) == []  # both groups are blocked by their leases
     await _ack(store, first[1:])
-    assert _bodies(await receive(store, Q, 10)) == ["a3", "a4"]
+    assert await receive(store, Q, 10) == []  # a1 still leased; b is empty
+    await _ack(store, first[:1])
+    again = await receive(store, Q, 10)
+    assert _bodies(again) == ["a2", "a3", "a4"]
+    assert [m.sequence for m in again] == sorted(m.sequence for m in again)
+    assert first[0].sequence < again[0].sequence
+
+
+async def test_fifo_one_group_fills_the_room_with_its_run(store: Store) -> None:
+    await make_queue(store, Q, ordering=FIFO)
+    await _send(store, Q, "a", "a1", "a2", "a3")
+    await _send(store, Q, "b", "b1")
+    got = await receive(store, Q, 5)
+    # Shares of ceil(5 / 2): a gives 3, b its 1; each group's messages together, in order.
+    assert _bodies(got) == ["a1", "a2", "a3", "b1"]
 
 
 async def test_fifo_a_released_or_expired_message_comes_back_before_the_rest(

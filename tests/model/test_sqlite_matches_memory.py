@@ -21,6 +21,7 @@ from leaseq.server.clock import FakeClock
 from leaseq.server.domain.types import (
     BodyBatch,
     NewMessage,
+    Ordering,
     QueueConfig,
     RetryPolicy,
     VisibilityChange,
@@ -30,6 +31,10 @@ from leaseq.server.store.memory import MemoryStore
 from leaseq.server.store.sqlite import SqliteStore
 
 QUEUE, DLQ, OTHER = "work", "dead", "other"
+# Grouped queues: a FIFO one with a FIFO dead letter queue, and a FAIR one.
+FIFO, FIFO_DLQ, FAIR = "fifo", "fifo-dead", "fair"
+GROUPED = (FIFO, FAIR)
+GROUPS = st.sampled_from(["g1", "g2", "g3"])
 CHANNELS = st.sampled_from(["", "a", "b"])
 FILTERS = st.sampled_from(["", "a", "b", "a*", "*"])
 ATTEMPTS = st.sampled_from(["", "x", "y"])
@@ -59,6 +64,8 @@ class StoresAgree(RuleBasedStateMachine):
         self.receipts: list[tuple[str, str]] = []
         # Per store: message_id -> body, to compare duplicates by what they name.
         self.bodies: list[dict[str, bytes]] = [{}, {}]
+        # Receipts of grouped queues' deliveries: (queue, memory receipt, other store's receipt).
+        self.grouped_receipts: list[tuple[str, str, str]] = []
 
     def run(self, coroutine):
         return self.loop.run_until_complete(coroutine)
@@ -97,7 +104,23 @@ class StoresAgree(RuleBasedStateMachine):
             dedup_window=20.0,
             retry_policy=RetryPolicy(minimum_backoff=2.0, maximum_backoff=8.0),
         )
-        for name, config in ((DLQ, dead), (QUEUE, work), (OTHER, QueueConfig())):
+        fifo_dead = QueueConfig(ordering=Ordering.FIFO, message_retention=600.0)
+        fifo = QueueConfig(
+            ordering=Ordering.FIFO,
+            message_retention=120.0,
+            dead_letter_queue=FIFO_DLQ,
+            max_delivery_count=2,
+            max_in_flight=5,
+        )
+        fair = QueueConfig(ordering=Ordering.FAIR, message_retention=120.0)
+        for name, config in (
+            (DLQ, dead),
+            (QUEUE, work),
+            (OTHER, QueueConfig()),
+            (FIFO_DLQ, fifo_dead),
+            (FIFO, fifo),
+            (FAIR, fair),
+        ):
             mem, sql = self.both("create_queue", name, config)
             assert mem[0] == sql[0] == "ok"
 
@@ -274,6 +297,67 @@ class StoresAgree(RuleBasedStateMachine):
         assert mem[0] == sql[0] == "ok"
         assert [_peeked(m) for m in mem[1].messages] == [_peeked(m) for m in sql[1].messages]
 
+    # --- message groups ---------------------------------------------------------------------
+
+    @rule(
+        queue=st.sampled_from(GROUPED),
+        entries=st.lists(
+            st.tuples(
+                GROUPS, CHANNELS, st.sampled_from([None, None, 5.0]), st.sampled_from([None, 40.0])
+            ),
+            min_size=1,
+            max_size=5,
+        ),
+    )
+    def send_grouped(self, queue, entries) -> None:
+        messages = []
+        for group, channel, delay, ttl in entries:
+            self.next_body += 1
+            messages.append(
+                NewMessage(
+                    body=b"m%d" % self.next_body, channel=channel, delay=delay, ttl=ttl, group=group
+                )
+            )
+        if queue == FAIR and len(messages) > 1:
+            messages[-1] = NewMessage(body=messages[-1].body)  # no group: the group ""
+        mem, sql = self.both("send", queue, messages)
+        assert mem[0] == sql[0] == "ok"
+
+    @rule(
+        queue=st.sampled_from([FIFO, FIFO, FAIR, FIFO_DLQ]),
+        max_messages=st.integers(1, 6),
+        visibility=st.sampled_from([None, 0.0, 10.0]),
+        channel_filter=st.sampled_from(["", "", "a"]),
+    )
+    def receive_grouped(self, queue, max_messages, visibility, channel_filter) -> None:
+        mem, sql = self.both("receive", queue, max_messages, visibility, channel_filter)
+        if mem[0] == "error" or sql[0] == "error":
+            assert mem == sql
+            return
+        assert [_grouped(m) for m in mem[1].messages] == [_grouped(m) for m in sql[1].messages]
+        for a, b in zip(mem[1].messages, sql[1].messages):
+            self.grouped_receipts.append((queue, a.receipt, b.receipt))
+
+    @precondition(lambda self: self.grouped_receipts)
+    @rule(data=st.data(), release=st.booleans())
+    def settle_grouped(self, data, release) -> None:
+        """Ack or release (visibility 0) one delivery of a grouped queue."""
+        index = data.draw(st.integers(0, len(self.grouped_receipts) - 1))
+        queue, *pair = self.grouped_receipts[index]
+        answers = []
+        for store, receipt in zip((self.memory, self.sqlite), pair):
+            if release:
+                call = store.change_visibility(queue, [VisibilityChange(receipt, 0.0)])
+                answers.append([r.status for r in self.run(call)])
+            else:
+                answers.append([r.status for r in self.run(store.delete(queue, [receipt])).results])
+        assert answers[0] == answers[1]
+
+    @rule(max_messages=st.sampled_from([0, 2]))
+    def redrive_grouped(self, max_messages) -> None:
+        mem, sql = self.both("redrive", FIFO_DLQ, None, max_messages, "")
+        assert mem == sql
+
     @rule(max_messages=st.sampled_from([0, 1, 3]), channel_filter=FILTERS)
     def redrive(self, max_messages, channel_filter) -> None:
         mem, sql = self.both("redrive", DLQ, None, max_messages, channel_filter)
@@ -291,7 +375,7 @@ class StoresAgree(RuleBasedStateMachine):
 
     @invariant()
     def stats_agree(self) -> None:
-        for queue in (QUEUE, DLQ, OTHER):
+        for queue in (QUEUE, DLQ, OTHER, *GROUPED, FIFO_DLQ):
             mem, sql = self.both("stats", queue)
             assert mem[0] == sql[0] == "ok"
             assert asdict(mem[1]) == asdict(sql[1])
@@ -308,6 +392,11 @@ def _delivered(message):
         message.delivery_count,
         message.last_error,
     )
+
+
+def _grouped(message):
+    """A delivery of a grouped queue: what _delivered compares, and its group."""
+    return (*_delivered(message), message.group)
 
 
 def _peeked(message):

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # A FIFO group's messages in key order, with what fifo_ready_at reads.
 _MEMBERS_SQL = (
-    "SELECT key, visible_at, leased AND visible_at > ?3, delivery_count FROM messages"
+    "SELECT key, visible_at, leased, delivery_count FROM messages"
     " INDEXED BY messages_group WHERE queue = ?1 AND grp = ?2 ORDER BY key"
 )
 # A FAIR group's earliest visible_at.
@@ -29,27 +29,44 @@ _FAIR_READY_SQL = (
     "SELECT MIN(visible_at) FROM messages INDEXED BY messages_group_visible"
     " WHERE queue = ? AND grp = ?"
 )
+# The first _MEMBERS_AHEAD messages of each group of a JSON array, in one statement (a
+# statement per group cost more than the rows): (position, key, visible_at, leased,
+# delivery_count), in key order per group.
+_MEMBERS_AHEAD = 2
+_MANY_MEMBERS_SQL = (
+    "SELECT g.key, m.key, m.visible_at, m.leased, m.delivery_count FROM json_each(?2) AS g"
+    " JOIN messages AS m ON m.key IN (SELECT key FROM messages INDEXED BY messages_group"
+    f" WHERE queue = ?1 AND grp = g.value ORDER BY key LIMIT {_MEMBERS_AHEAD})"
+    " ORDER BY g.key, m.key"
+)
+# Each group's next ?3 messages after its cursor, for the runs of one round of a FIFO pick:
+# ?2 is a JSON array of [group, after key]; (position, CANDIDATE_COLUMNS, channel).
+_MANY_RUNS_SQL = (
+    "SELECT g.key, m.key, m.visible_at, m.delivery_count, m.enqueued_at,"
+    " length(m.body) + coalesce(length(m.attributes), 0), m.channel FROM json_each(?2) AS g"
+    " JOIN messages AS m ON m.key IN (SELECT key FROM messages INDEXED BY messages_group"
+    " WHERE queue = ?1 AND grp = g.value ->> 0 AND key > g.value ->> 1 ORDER BY key LIMIT ?3)"
+    " ORDER BY g.key, m.key"
+)
 _SET_READY_SQL = (
     "INSERT INTO groups (queue, name, ready_at) VALUES (?, ?, ?)"
     " ON CONFLICT (queue, name) DO UPDATE SET ready_at = excluded.ready_at"
 )
-# FIFO: the ready groups, oldest first (keyset pages).
+# FIFO: the ready groups, oldest first.
 _FIFO_GROUPS_SQL = (
     "SELECT name, ready_at FROM groups INDEXED BY groups_ready"
-    " WHERE queue = ? AND ready_at <= ? AND (ready_at, name) > (?, ?)"
-    " ORDER BY ready_at, name LIMIT ?"
+    " WHERE queue = ? AND ready_at <= ? ORDER BY ready_at, name LIMIT ?"
 )
-# A FIFO group's first messages, for its run.
+# A FIFO group's messages after a key, for its run.
 _RUN_SQL = (
     f"SELECT {CANDIDATE_COLUMNS}, channel FROM messages INDEXED BY messages_group"
-    " WHERE queue = ? AND grp = ? ORDER BY key LIMIT ?"
+    " WHERE queue = ? AND grp = ? AND key > ? ORDER BY key LIMIT ?"
 )
 # FAIR: the ready groups, least recently served first.
 _FAIR_GROUPS_SQL = (
     "SELECT name FROM groups INDEXED BY groups_turn WHERE queue = ? AND ready_at <= ?"
     " ORDER BY turn, name LIMIT ?"
 )
-_FIFO_PAGE = 64
 
 
 class Groups:
@@ -58,6 +75,7 @@ class Groups:
     def __init__(self, tx: _Tx, found: _Queue) -> None:
         self.tx = tx
         self.found = found
+        self._delivered_groups: set[str] = set()  # FIFO: the last pick's groups that deliver
 
     # -- upkeep ------------------------------------------------------------------------------
 
@@ -112,20 +130,11 @@ class Groups:
         """Read each named group's ready_at again from its messages; an empty group's row goes."""
         if not self.found.config.grouped:
             return
-        conn, queue_id, now = self.tx.conn, self.found.id, self.tx.now
+        conn, queue_id = self.tx.conn, self.found.id
         gone: list[tuple[int, str]] = []
         ready: list[tuple[int, str, float]] = []
-        for name in set(names):
-            if name is None:
-                continue
-            if self.found.config.ordering is Ordering.FIFO:
-                members = (
-                    rules.GroupMember(*row)
-                    for row in conn.execute(_MEMBERS_SQL, (queue_id, name, now))
-                )
-                at = rules.fifo_ready_at(members)
-            else:
-                (at,) = conn.execute(_FAIR_READY_SQL, (queue_id, name)).fetchone()
+        wanted = sorted({name for name in names if name is not None})
+        for name, at in self._ready_ats(wanted):
             if at is None:
                 gone.append((queue_id, name))
             else:
@@ -134,6 +143,30 @@ class Groups:
             conn.executemany("DELETE FROM groups WHERE queue = ? AND name = ?", gone)
         if ready:
             conn.executemany(_SET_READY_SQL, ready)
+
+    def _ready_ats(self, names: list[str]) -> list[tuple[str, float | None]]:
+        """Each group's ready_at from its messages: FIFO from the first _MEMBERS_AHEAD of each,
+        in one statement (a group that needs more is read whole, alone)."""
+        conn, queue_id = self.tx.conn, self.found.id
+        if self.found.config.ordering is not Ordering.FIFO:
+            return [
+                (name, conn.execute(_FAIR_READY_SQL, (queue_id, name)).fetchone()[0])
+                for name in names
+            ]
+        found: list[tuple[str, float | None]] = []
+        for chunk in _chunks(names):
+            members: dict[int, list[rules.GroupMember]] = {}
+            for position, *row in conn.execute(_MANY_MEMBERS_SQL, (queue_id, json.dumps(chunk))):
+                members.setdefault(position, []).append(rules.GroupMember(*row))
+            for position, name in enumerate(chunk):
+                rows = members.get(position, [])
+                if len(rows) == _MEMBERS_AHEAD and all(r.delivery_count for r in rows[1:]):
+                    rows = [
+                        rules.GroupMember(*row)
+                        for row in conn.execute(_MEMBERS_SQL, (queue_id, name))
+                    ]
+                found.append((name, rules.fifo_ready_at(rows)))
+        return found
 
     def redrive_plan(
         self, moves: list[tuple[_Queue, int]]
@@ -199,38 +232,50 @@ class Groups:
     def _fifo(
         self, limit: int, channel_filter: str, max_bytes: int | None, dead_letters: bool
     ) -> tuple[list[int], list[str], list[_Candidate]]:
+        """Up to `limit` ready groups, oldest first; each gives a share of its run, and the
+        groups whose run goes on share what room is left, round after round
+        (domain.groups, FIFO)."""
         conn, queue_id, now = self.tx.conn, self.found.id, self.tx.now
-        keys: list[int] = []
+        chosen = [name for name, _ in conn.execute(_FIFO_GROUPS_SQL, (queue_id, now, limit))]
+        taken: dict[str, list[int]] = {name: [] for name in chosen}
+        after: dict[str, int] = dict.fromkeys(chosen, 0)
         served: list[str] = []
         dead: list[_Candidate] = []
-        taken = 0
-        cursor: tuple[float, str] = (float("-inf"), "")
-        while True:
-            want = max(limit - len(keys), _FIFO_PAGE)
-            page = conn.execute(_FIFO_GROUPS_SQL, (queue_id, now, *cursor, want)).fetchall()
-            for name, ready_at in page:
-                cursor = (ready_at, name)
-                room = limit - len(keys)
-                rows = conn.execute(_RUN_SQL, (queue_id, name, room + 8)).fetchall()
-                touched = False
+        count = size = 0
+        open_ = list(chosen)
+        while open_ and count < limit and not bytes_reached(size, max_bytes):
+            share = rules.fair_share(limit - count, len(open_))
+            more: list[str] = []
+            batched: dict[int, list[tuple[Any, ...]]] = {}
+            cursors = json.dumps([[name, after[name]] for name in open_])
+            for position, *row in conn.execute(_MANY_RUNS_SQL, (queue_id, cursors, share)):
+                batched.setdefault(position, []).append(tuple(row))
+            for position, name in enumerate(open_):
+                rows = batched.get(position, [])
+                ended = len(rows) < share
                 for row in rows:
                     candidate = _Candidate(*row[:5])
                     if candidate.visible_at > now or not channel_matches(row[5], channel_filter):
-                        break  # the run ends here
-                    touched = True
+                        ended = True  # the run ends here
+                        break
+                    after[name] = candidate.key
+                    if name not in served:
+                        served.append(name)
                     if self._exhausted(candidate, dead_letters):
                         dead.append(candidate)
                         continue
-                    keys.append(candidate.key)
-                    taken += candidate.size
-                    if len(keys) >= limit or bytes_reached(taken, max_bytes):
+                    taken[name].append(candidate.key)
+                    count += 1
+                    size += candidate.size
+                    if count >= limit or bytes_reached(size, max_bytes):
                         break
-                if touched:
-                    served.append(name)
-                if len(keys) >= limit or bytes_reached(taken, max_bytes):
-                    return keys, served, dead
-            if len(page) < want:
-                return keys, served, dead
+                if count >= limit or bytes_reached(size, max_bytes):
+                    break
+                if not ended:
+                    more.append(name)
+            open_ = more
+        self._delivered_groups = {name for name in chosen if taken[name]}
+        return [key for name in chosen for key in taken[name]], served, dead
 
     def _fair(
         self, limit: int, channel_filter: str, max_bytes: int | None, dead_letters: bool
@@ -263,7 +308,9 @@ class Groups:
                     taken += row.size
                     if len(keys) >= limit or bytes_reached(taken, max_bytes):
                         break
-                if rows and name not in served:
+                if rows:  # to the back, in the order groups were last served
+                    if name in served:
+                        served.remove(name)
                     served.append(name)
                 if len(keys) >= limit or bytes_reached(taken, max_bytes):
                     break
@@ -272,9 +319,18 @@ class Groups:
             chosen = more
         return keys, served, dead
 
-    def delivered(self, served: Sequence[str]) -> None:
+    def delivered(self, served: Sequence[str], timeout: float) -> None:
         """After the delivery of a pick: the served groups' ready_at, and (FAIR) their turn,
-        behind every other group of the queue."""
+        behind every other group of the queue. A FIFO group that delivered is ready when the
+        lease (at now + timeout) ends: its run's first message is its head."""
+        if self.found.config.ordering is Ordering.FIFO:
+            leased = self._delivered_groups
+            self.tx.conn.executemany(
+                "UPDATE groups SET ready_at = ? WHERE queue = ? AND name = ?",
+                [(self.tx.now + timeout, self.found.id, name) for name in served if name in leased],
+            )
+            self.refresh(name for name in served if name not in leased)
+            return
         self.refresh(served)
         if self.found.config.ordering is Ordering.FAIR and served:
             (last,) = self.tx.conn.execute(

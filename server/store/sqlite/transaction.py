@@ -343,7 +343,7 @@ class _Tx:
             groups = Groups(self, found)
             keys, served = groups.pick(limit, channel_filter, max_bytes)
             delivered = self._deliver(found, keys, timeout, attempt_id)
-            groups.delivered(served)
+            groups.delivered(served, timeout)
         else:
             keys, keys_json = self._pick(found, limit, channel_filter, max_bytes)
             delivered = self._deliver(found, keys, timeout, attempt_id, keys_json)
