@@ -35,6 +35,7 @@ class PostgresAgrees(StoresAgree):
         self.next_body = 0
         self.receipts: list[tuple[str, str]] = []
         self.bodies: list[dict[str, bytes]] = [{}, {}]
+        self.grouped_receipts: list[tuple[str, str, str]] = []
 
     def teardown(self) -> None:
         self.run(self.memory.close())

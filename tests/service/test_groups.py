@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 
 import grpc
-import pytest
 from google.protobuf import field_mask_pb2
 
 from leaseq.v1 import queue_service_pb2 as pb
@@ -15,12 +14,6 @@ from .conftest import create, details_of, receive_once, rpc_error, stats
 
 FIFO = pb.ORDERING_FIFO
 FAIR = pb.ORDERING_FAIR
-
-
-@pytest.fixture(autouse=True)
-def _stores_with_groups(request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.params.get("server") == "postgres":
-        pytest.skip("the PostgreSQL store delivers by group in a later commit")
 
 
 async def _send(stub, queue: str, *entries: pb.SendEntry) -> pb.SendMessagesResponse:  # type: ignore[no-untyped-def]

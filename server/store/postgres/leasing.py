@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 from psycopg.errors import UniqueViolation
 
 from ...domain import leases as decide
+from ...domain.groups import redrive_group
 from ...domain.types import (
     AllDeleted,
     DeadLetterOutcome,
@@ -23,6 +24,7 @@ from ...errors import (
     LeaseRejected,
     NoDeadLetterQueue,
 )
+from .groups import Groups
 from .settings import (
     IN_FLIGHT_NOTIFY_MARGIN,
 )
@@ -57,11 +59,14 @@ class LeaseOps:
         async def op(tx: _Tx) -> list[LeaseResult]:
             found = await tx.queue(name)
             decoded = [tx.codec.decode(c.receipt, found.uid) for c in changes]
+            groups = Groups(tx, found)
+            locked = await groups.locked_groups_of(d[0] for d in decoded if d is not None)
             leases, tombstones = await tx.lookup(found, decoded)
             results, changed = decide.apply_visibility_changes(
                 changes, decoded, leases, tombstones, tx.now, found.config
             )
             await tx.write_leases(list(changed.values()))
+            await groups.refresh(locked, locked=True)
             if changed:
                 # A release, or a lease that now ends sooner: waiters elsewhere look again.
                 tx.published.add(name)
@@ -139,6 +144,13 @@ class LeaseOps:
             found = await tx.queue(name)
             self.store._known[name] = (found.id, found.uid)
             decoded = [tx.codec.decode(r, found.uid) for r in receipts]
+            groups = Groups(tx, found)
+            locked: list[str] = []
+            if found.config.grouped:
+                touched = await groups.of_keys(d[0] for d in decoded if d is not None)
+                for attempt_id in attempt_ids:
+                    touched |= await groups.of_attempt(attempt_id) if attempt_id else set()
+                locked = await groups.lock(touched)
             leases, tombstones = await tx.lookup(found, decoded)
             results, deleted = decide.apply_deletes(receipts, decoded, leases, tombstones, tx.now)
             if deleted:
@@ -153,6 +165,7 @@ class LeaseOps:
                 deleted.extend(keys)
             if deleted:
                 tx.published.add(name)  # in-flight room for waiters held by max_in_flight
+            await groups.refresh(locked, locked=True)
             return DeleteOutcome(results, attempt_counts, deleted)
 
         return await self.store._run(op)
@@ -170,6 +183,10 @@ class LeaseOps:
             results, moved = decide.apply_dead_letters(
                 receipts, decoded, leases, tombstones, tx.now
             )
+            source, target = Groups(tx, found), Groups(tx, dlq)
+            locked = await source.locked_groups_of(moved) if moved else []
+            if locked and dlq.config.grouped:
+                await target.lock(locked)
             if moved:
                 await tx.run(
                     DEAD_LETTER_SQL,
@@ -184,9 +201,51 @@ class LeaseOps:
                 )
                 # Room under the source's limits; new messages in the dead letter queue.
                 tx.published.update((name, dlq.name))
+                await source.refresh(locked, locked=True)
+                await target.refresh(locked, locked=True)
             return DeadLetterOutcome(results, moved, dlq.name)
 
         return await self.store._run(op)
+
+    async def _redrive_grouped(
+        self, tx: _Tx, found: _Queue, moves: list[tuple[_Queue, int]]
+    ) -> list[tuple[_Queue, int]]:
+        """A redrive from or to a grouped queue: the moves domain.groups.redrive_group allows,
+        each message's group in its destination, the groups of both sides locked and read
+        again."""
+        rows = await tx.rows(
+            "SELECT key, grp FROM messages WHERE key = ANY(%(keys)b::bigint[])",
+            {"keys": [key for _, key in moves]},
+        )
+        groups_of: dict[int, str | None] = dict(rows)
+        kept = [(to, k) for to, k in moves if redrive_group(groups_of[k], to.config)[0]]
+        source = Groups(tx, found)
+        locked = await source.lock(groups_of[k] for _, k in kept)
+        targets: dict[int, tuple[_Queue, set[str | None]]] = {}
+        for to, key in kept:
+            targets.setdefault(to.id, (to, set()))[1].add(
+                redrive_group(groups_of[key], to.config)[1]
+            )
+        for to, names in targets.values():
+            await Groups(tx, to).lock(names)
+        if kept:
+            await tx.run(
+                REDRIVE_SQL.replace("attempt_id = NULL", "attempt_id = NULL, grp = v.grp")
+                .replace("%(expires)b::float8[])", "%(expires)b::float8[], %(groups)b::text[])")
+                .replace("AS v(key, queue, expires_at)", "AS v(key, queue, expires_at, grp)"),
+                tx.p(
+                    found,
+                    keys=[key for _, key in kept],
+                    queues=[to.id for to, _ in kept],
+                    expires=[decide.redrive_expiry(tx.now, to.config) for to, _ in kept],
+                    groups=[redrive_group(groups_of[key], to.config)[1] for to, key in kept],
+                ),
+            )
+        await source.refresh(locked, locked=True)
+        for to, names in targets.values():
+            await Groups(tx, to).refresh(names, locked=True)
+        tx.published.update(to.name for to, _ in kept)
+        return kept
 
     # -- update message ------------------------------------------------------------------------
 
@@ -204,6 +263,8 @@ class LeaseOps:
             if decoded is None:
                 raise LeaseRejected(LeaseStatus.INVALID_RECEIPT)
             key, seq = decoded
+            groups = Groups(tx, found)
+            locked = await groups.locked_groups_of([key])
             leases, tombstones = await tx.lookup(found, [decoded])
             lease = leases.get(key)
             stored: tuple[bytes, dict[str, str]] = (b"", {})
@@ -244,6 +305,7 @@ class LeaseOps:
             )
             if decide.update_leases(seq, visibility_timeout):
                 await tx.run(GRANT_ONE_SQL, tx.p(found))
+            await groups.refresh(locked, locked=True)
             return UpdatedMessage(key, tx.codec.encode(found.uid, key, seq + 1), lease.visible_at)
 
         return await self.store._run(op)
@@ -295,7 +357,10 @@ class LeaseOps:
                             break
                 if len(rows) < page:
                     break
-            if moves:
+            grouped = found.config.grouped or any(to.config.grouped for to, _ in moves)
+            if moves and grouped:
+                moves = await self._redrive_grouped(tx, found, moves)
+            elif moves:
                 await tx.run(
                     REDRIVE_SQL,
                     tx.p(

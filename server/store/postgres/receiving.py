@@ -18,6 +18,7 @@ from ...errors import (
     QueueNotFound,
     Unavailable,
 )
+from .groups import Groups
 from .settings import (
     PICK_READ_AHEAD,
 )
@@ -90,7 +91,11 @@ class Receives:
                     return await self._outcome(tx, found, replay)
             limit = await self._delivery_limit(tx, found, max_messages, timeout)
             dlq = await self._dead_letter_target(tx, found)
-            if dlq is None:
+            if found.config.grouped:
+                rows = await self._grouped(
+                    tx, found, dlq, limit, timeout, channel_filter, attempt_id, max_bytes
+                )
+            elif dlq is None:
                 rows = await self._deliver(
                     tx, found, limit, timeout, channel_filter, attempt_id, max_bytes
                 )
@@ -146,10 +151,10 @@ class Receives:
             raise QueueNotFound(name)
         now, queue_id, uid, fast, has_expired, next_visible = rows[0][:6]
         self.store._known[name] = (queue_id, uid)
+        if not fast:
+            return None  # the transaction way sweeps (and reads a grouped queue's groups again)
         if has_expired:
             await self.store._sweep(queue_id, now)
-        if not fast:
-            return None
         picked = sorted((row for row in rows if row[6] is not None), key=lambda row: row[6])
         # The receipts a batch at a time (encode_many: in C when leaseq._native is built).
         receipts = codec.encode_many(uid, [(row[7], row[17]) for row in picked])
@@ -170,6 +175,7 @@ class Receives:
                 _,
                 last_error,
                 _,
+                group,
             ) = row[7:]
             attributes = dict(attributes) if attributes else {}
             messages.append(
@@ -185,6 +191,8 @@ class Receives:
                     visible_at,
                     delivery_count,
                     last_error,
+                    group or "",
+                    0 if group is None else key,
                 )
             )
             taken += message_size(body, attributes)
@@ -366,6 +374,57 @@ class Receives:
         )
         order = {key: i for i, key in enumerate(deliver)}
         return sorted((_Row(*row) for row in rows), key=lambda row: order[row.key])
+
+    async def _grouped(
+        self,
+        tx: _Tx,
+        found: _Queue,
+        dlq: _Queue | None,
+        limit: int,
+        timeout: float,
+        channel_filter: str,
+        attempt_id: str,
+        max_bytes: int | None,
+    ) -> list[_Row]:
+        """A receive of a FIFO or FAIR queue (groups.py picks; exhausted candidates move to
+        the dead letter queue as in _pick_and_deliver)."""
+        groups = Groups(tx, found)
+        deliver, served, dead, visited = await groups.pick(
+            limit, channel_filter, max_bytes, dlq is not None
+        )
+        if dead:
+            assert dlq is not None
+            moved = await groups.of_keys(dead)
+            moved_to = Groups(tx, dlq)
+            await moved_to.lock(moved)
+            await tx.run(
+                DEAD_LETTER_SQL,
+                tx.p(
+                    found,
+                    dlq=dlq.id,
+                    retention=dlq.config.message_retention,
+                    source=found.name,
+                    keys=dead,
+                ),
+            )
+            await moved_to.refresh(moved, locked=True)
+            tx.published.add(dlq.name)
+        rows: list[_Row] = []
+        if deliver:
+            delivered = await tx.rows(
+                DELIVER_KEYS_SQL,
+                tx.p(
+                    found,
+                    keys=deliver,
+                    until=tx.now + timeout,
+                    leased=timeout > 0,
+                    attempt=attempt_id or None,
+                ),
+            )
+            order = {key: i for i, key in enumerate(deliver)}
+            rows = sorted((_Row(*row) for row in delivered), key=lambda row: order[row.key])
+        await groups.delivered(served, visited)
+        return rows
 
     async def _outcome(
         self, tx: _Tx, found: _Queue, messages: list[DeliveredMessage]

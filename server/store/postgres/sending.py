@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...domain import leases as decide
+from ...domain.groups import stored_group
 from ...domain.rules import new_message_ids
 from ...domain.types import (
     BodyBatch,
     NewMessage,
+    Ordering,
     SendOutcome,
     SentBatch,
 )
@@ -17,6 +19,7 @@ from ...errors import (
     QueueNotFound,
 )
 from ..base import send_batch_by_messages
+from .groups import Groups
 from .statements import (
     INSERT_MESSAGES_SQL,
     SEND_BODIES_SQL,
@@ -37,8 +40,9 @@ class Sends:
     # -- send --------------------------------------------------------------------------------
 
     async def send(self, name: str, messages: list[NewMessage]) -> list[SendOutcome]:
-        if not any(m.dedup_id for m in messages):
-            # Nothing to deduplicate: one statement.
+        if not any(m.dedup_id or m.group for m in messages):
+            # Nothing to deduplicate: one statement (which writes nothing to a grouped queue:
+            # that takes the transaction way).
             ids = new_message_ids(len(messages))
             keys = await self._insert(
                 name,
@@ -52,7 +56,8 @@ class Sends:
                     "delays": [m.delay for m in messages],
                 },
             )
-            return [SendOutcome(message_id, key=keys.get(message_id)) for message_id in ids]
+            if keys is not None:
+                return [SendOutcome(message_id, key=keys.get(message_id)) for message_id in ids]
 
         async def op(tx: _Tx) -> list[SendOutcome]:
             # FOR KEY SHARE: a concurrent DeleteQueue waits for this send, then deletes it too.
@@ -79,6 +84,7 @@ class Sends:
                 "channels": [],
                 "expires": [],
                 "visibles": [],
+                "groups": [],
             }
             seen: set[str] = set()
             for m, message_id in zip(messages, ids):
@@ -97,6 +103,7 @@ class Sends:
                 rows["channels"].append(m.channel)
                 rows["expires"].append(expires_at)
                 rows["visibles"].append(visible_at)
+                rows["groups"].append(stored_group(m.group, config))
                 outcomes.append(SendOutcome(message_id))
             if rows["message_ids"]:
                 keys = dict(await tx.rows(INSERT_MESSAGES_SQL, tx.p(found, **rows)))
@@ -104,6 +111,8 @@ class Sends:
                     if not outcome.duplicate:
                         outcome.key = keys[outcome.message_id]
                 tx.published.add(name)
+                if config.grouped:
+                    await Groups(tx, found).sent(list(zip(rows["groups"], rows["visibles"])))
             return outcomes
 
         return await self.store._run(op)
@@ -118,14 +127,19 @@ class Sends:
     async def send_bodies(self, name: str, bodies: list[bytes]) -> list[str]:
         """Send messages that are only a body: their ids, one statement, no object per message."""
         ids = new_message_ids(len(bodies))
-        await self._insert(name, SEND_BODIES_SQL, {"message_ids": ids, "bodies": bodies})
+        if (
+            await self._insert(name, SEND_BODIES_SQL, {"message_ids": ids, "bodies": bodies})
+            is None
+        ):
+            return [o.message_id for o in await self.send(name, [NewMessage(b) for b in bodies])]
         return ids
 
     async def _insert(
         self, name: str, statement: str, rows: dict[str, list[Any]]
-    ) -> dict[str, int]:
+    ) -> dict[str, int] | None:
         """SEND_SQL or SEND_BODIES_SQL (messages without dedup ids): rows are its arrays. The
-        keys of the rows by message id (SEND_SQL's; none for SEND_BODIES_SQL)."""
+        keys of the rows by message id (SEND_SQL's; none for SEND_BODIES_SQL); None when the
+        queue is grouped: nothing was written (the caller goes the transaction way)."""
         answer = await self.store._statement(
             statement,
             generic=True,
@@ -133,9 +147,11 @@ class Sends:
         )
         if not answer:
             raise QueueNotFound(name)
-        now, queue_id, has_expired, count, *sent = answer[0]
+        now, queue_id, has_expired, count, ordering, *sent = answer[0]
         if count:
             self.store._publish([name])
+        if ordering != Ordering.NONE:
+            return None  # the transaction way sweeps, and reads the groups again
         if has_expired:
             await self.store._sweep(queue_id, now)
         return dict(zip(*sent)) if sent and count else {}

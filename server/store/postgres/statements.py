@@ -48,10 +48,12 @@ def sweep_sql(limit: int = SWEEP_LIMIT) -> str:
         DELETE FROM messages WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM messages WHERE queue = %(queue)b AND expires_at <= %(now)b
             ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED))
-        RETURNING 1)
-    INSERT INTO queue_counters AS c (queue, slot, expired)
-    SELECT %(queue)b, {SLOT_SQL}, count(*) FROM expired HAVING count(*) > 0
-    ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired
+        RETURNING grp),
+    counted AS (
+        INSERT INTO queue_counters AS c (queue, slot, expired)
+        SELECT %(queue)b, {SLOT_SQL}, count(*) FROM expired HAVING count(*) > 0
+        ON CONFLICT (queue, slot) DO UPDATE SET expired = c.expired + EXCLUDED.expired)
+    SELECT DISTINCT grp FROM expired WHERE grp IS NOT NULL
 """
 
 
@@ -64,7 +66,7 @@ UNEXPIRED = "expires_at + 0 > %(now)b"
 
 MESSAGE_COLUMNS = (
     "key, message_id, body, attributes, channel, enqueued_at, expires_at, visible_at, leased,"
-    " delivery_count, receipt_seq, last_error, source_queue"
+    " delivery_count, receipt_seq, last_error, source_queue, grp"
 )
 
 
@@ -303,12 +305,13 @@ PURGE_SQL = f"""
 # A send with dedup ids (the transaction way): the rows the caller kept.
 INSERT_MESSAGES_SQL = """
     INSERT INTO messages (queue, message_id, body, attributes, channel, enqueued_at,
-                          expires_at, visible_at)
+                          expires_at, visible_at, grp)
     SELECT %(queue)b, m.message_id, m.body, m.attributes::jsonb, m.channel, %(now)b,
-           m.expires_at, m.visible_at
+           m.expires_at, m.visible_at, m.grp
     FROM unnest(%(message_ids)b::text[], %(bodies)b::bytea[], %(attributes)b::text[],
-                %(channels)b::text[], %(expires)b::float8[], %(visibles)b::float8[])
-         AS m(message_id, body, attributes, channel, expires_at, visible_at)
+                %(channels)b::text[], %(expires)b::float8[], %(visibles)b::float8[],
+                %(groups)b::text[])
+         AS m(message_id, body, attributes, channel, expires_at, visible_at, grp)
     RETURNING message_id, key
 """
 
@@ -424,6 +427,9 @@ STATS_SQL = f"""
     SELECT 4, NULL, COALESCE(sum(dead_lettered), 0)::bigint, COALESCE(sum(expired), 0)::bigint,
         COALESCE(sum(deleted), 0)::bigint, NULL
     FROM queue_counters WHERE queue = %(queue)b
+    UNION ALL
+    SELECT 5, NULL, count(*), count(*) FILTER (WHERE ready_at > %(now)b), 0, NULL
+    FROM groups WHERE queue = %(queue)b
 """
 
 # Change visibility, release, nack: the new lease state of each key. `m.key = ANY(keys)` besides
@@ -499,7 +505,7 @@ def receive_sql(channel_clause: str = "", sized: bool = False) -> str:
             {_QUEUE_NOW},
                 COALESCE(%(timeout)b::float8, q.visibility_timeout) AS timeout,
                 (q.dead_letter_queue IS NULL OR q.dead_letter_queue = ''
-                 OR q.max_delivery_count IS NULL)
+                 OR q.max_delivery_count IS NULL) AND q.ordering = 1
                 AND q.retry_minimum_backoff IS NULL
                 AND (COALESCE(%(timeout)b::float8, q.visibility_timeout) <= 0
                      OR {_IN_FLIGHT_CEILING} + %(limit)b <= q.max_in_flight) AS fast
@@ -519,24 +525,26 @@ def receive_sql(channel_clause: str = "", sized: bool = False) -> str:
 def _send_sql(insert: str, keys: bool = False) -> str:
     """A send without dedup ids in one statement: FOR KEY SHARE of the queue's row (a concurrent
     DeleteQueue waits for it, then deletes what it wrote), then `insert`, an INSERT of the rows
-    that reads the queue's row as q. Returns q.now, q.id, has_expired and the count; with keys,
-    also the message ids and the keys of the rows (two arrays in one order); no row when there
-    is no such queue."""
+    that reads the queue's row as q, which writes nothing to a queue with an ordering (the
+    caller goes the transaction way). Returns q.now, q.id, has_expired, the count and the
+    queue's ordering; with keys, also the message ids and the keys of the rows (two arrays in
+    one order); no row when there is no such queue."""
     head = f"""
     WITH q AS MATERIALIZED (
-        {_QUEUE_NOW}, q.default_delay, q.message_retention
+        {_QUEUE_NOW}, q.default_delay, q.message_retention, q.ordering
         FROM queues q, (SELECT {NOW_SQL} AS now) c
         WHERE q.name = %(name)b FOR KEY SHARE OF q),
-    sent AS ({insert}"""
+    sent AS ({insert}
+        WHERE q.ordering = 1"""
     if not keys:
         return f"""{head}
         RETURNING 1)
-    SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent) FROM q
+    SELECT q.now, q.id, q.has_expired, (SELECT count(*) FROM sent), q.ordering FROM q
 """
     # Both arrays from one aggregation over the rows: one order.
     return f"""{head}
         RETURNING message_id, key)
-    SELECT q.now, q.id, q.has_expired, s.count, s.ids, s.keys
+    SELECT q.now, q.id, q.has_expired, s.count, q.ordering, s.ids, s.keys
     FROM q, (SELECT count(*) AS count, array_agg(message_id) AS ids, array_agg(key) AS keys
              FROM sent) s
 """
@@ -609,7 +617,7 @@ DELETE_RECEIPTS_SQL = f"""
             (SELECT CASE WHEN min(s) = max(s) THEN min(s) END
              FROM unnest(%(seqs)b::integer[]) AS s) AS seq
         FROM queues q, (SELECT {NOW_SQL} AS now) c
-        WHERE q.name = %(name)b AND q.id = %(queue)b AND q.uid = %(uid)b),
+        WHERE q.name = %(name)b AND q.id = %(queue)b AND q.uid = %(uid)b AND q.ordering = 1),
     gone AS (
         DELETE FROM messages m WHERE m.ctid = ANY(ARRAY(
             SELECT ctid FROM messages

@@ -50,6 +50,7 @@ from .connection import (
     _redacted,
     _unavailable,
 )
+from .groups import Groups
 from .leasing import LeaseOps
 from .maintenance import Maintenance
 from .notifications import Listener, Notifier
@@ -574,6 +575,7 @@ class PostgresStore:
     async def purge_queue(self, name: str) -> int:
         async def op(tx: _Tx) -> int:
             found = await tx.queue(name)
+            await Groups(tx, found).purge()
             row = await tx.row(PURGE_SQL, tx.p(found))
             assert row is not None
             tx.published.add(name)
@@ -588,7 +590,7 @@ class PostgresStore:
             unavailable: dict[str, tuple[int, int]] = {}  # leased, delayed
             unswept: dict[str, int] = {}  # expired, not removed yet (past SWEEP_LIMIT)
             oldest: float | None = None
-            dead_lettered = expired = deleted = 0
+            dead_lettered = expired = deleted = groups = blocked = 0
             for kind, channel, a, b, c, enqueued_at in await tx.rows(STATS_SQL, tx.p(found)):
                 if kind == 0:
                     held[channel] = a
@@ -598,6 +600,8 @@ class PostgresStore:
                     unswept[channel] = a
                 elif kind == 3:
                     oldest = enqueued_at
+                elif kind == 5:
+                    groups, blocked = a, b
                 else:
                     dead_lettered, expired, deleted = a, b, c
             channels = {}
@@ -624,6 +628,8 @@ class PostgresStore:
                 dead_lettered_total=dead_lettered,
                 expired_total=expired + sum(unswept.values()),
                 deleted_total=deleted,
+                groups=groups,
+                blocked_groups=blocked,
             )
 
         return await self._run(op)

@@ -21,6 +21,7 @@ from ...errors import (
 )
 from ...receipts import ReceiptCodec
 from ..config_rows import config_from_values
+from .groups import Groups
 from .settings import _CONFIG_FIELDS
 from .statements import (
     BACKOFF_ENDED_SQL,
@@ -51,6 +52,7 @@ class _Row(NamedTuple):
     receipt_seq: int
     last_error: str
     source_queue: str | None
+    grp: str | None
 
 
 def _size(row: _Row) -> int:
@@ -149,7 +151,9 @@ class _Tx:
                 found, leases_counted=counted, grants_at_count=grants_at_count, granted=row[n + 3]
             )
         if has_expired:
-            await self.run(self.sweep, self.p(found))
+            swept = await self.rows(self.sweep, self.p(found))
+            if swept and found.config.grouped:  # the groups of what expired, read again
+                await Groups(self, found).refresh(row[0] for row in swept)
         if found.config.retry_policy is not None:
             await self.end_backoff_leases(found)
         return found
@@ -159,6 +163,8 @@ class _Tx:
         operation reads the queue): each message becomes a delay until its redelivery."""
         rows = await self.rows(BACKOFF_ENDED_SQL, self.p(found))
         if rows:
+            groups = Groups(self, found)
+            locked = await groups.locked_groups_of(key for key, _, _ in rows)
             await self.run(
                 END_BACKOFFS_SQL,
                 {
@@ -168,6 +174,7 @@ class _Tx:
                     ],
                 },
             )
+            await groups.refresh(locked, locked=True)
 
     async def queue(self, name: str, lock: str = "", ceiling: bool = False) -> _Queue:
         found = await self.open(name, lock, ceiling)
@@ -183,8 +190,6 @@ class _Tx:
         return None if row is None else _Queue.from_row(row)
 
     async def check_dead_letter_queue(self, name: str, config: QueueConfig) -> None:
-        if config.grouped:  # until this store delivers by group
-            raise InvalidArgument("config.ordering", "the PostgreSQL store has no groups yet")
         dlq = config.dead_letter_queue
         if not dlq:
             return
@@ -214,6 +219,8 @@ class _Tx:
             visible_at=row.visible_at,
             delivery_count=row.delivery_count,
             last_error=row.last_error,
+            group=row.grp or "",
+            sequence=0 if row.grp is None else row.key,
         )
 
     def peeked(self, row: _Row) -> PeekedMessage:
@@ -231,6 +238,8 @@ class _Tx:
             state=message_state(row.visible_at, row.leased, self.now),
             receipt_seq=row.receipt_seq,
             source_queue=row.source_queue,
+            group=row.grp or "",
+            sequence=0 if row.grp is None else row.key,
         )
 
     async def leases(self, found: _Queue, keys: Iterable[int]) -> dict[int, Lease]:
