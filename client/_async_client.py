@@ -401,6 +401,7 @@ class AsyncQueueClient:
         dedup_id_column: str | None = "dedup_id",
         id_column: str | None = "id",
         max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+        group_column: str | None = "group",
     ) -> pa.Table:
         """See ``QueueClient.send_arrow``."""
         from . import arrow
@@ -417,6 +418,7 @@ class AsyncQueueClient:
                 dedup_id_column=dedup_id_column,
                 id_column=id_column,
                 max_batch_bytes=max_batch_bytes,
+                group_column=group_column,
             )
         )
 

@@ -430,6 +430,9 @@ class AsyncConsumer:
         assert self._settler is not None
         core = self._core
         core.started(item)
+        if core.in_order(item):
+            await self._handle_in_order(item)
+            return
         try:
             await self._handler(core.messages_of(item))
         except Reject as reject:
@@ -449,6 +452,27 @@ class AsyncConsumer:
         else:
             core.finished(item, None)
             self._settler.delete(item)
+
+    async def _handle_in_order(self, item: Item) -> None:
+        assert self._settler is not None
+        core, done = self._core, 0
+        try:
+            for lease in item:
+                await self._handler(lease.message)
+                done += 1
+        except asyncio.CancelledError:
+            self._settler.delete(item[:done])
+            self._settler.release(core.abandoned(item[done:]))
+            raise
+        except Exception as error:
+            log.warning("the handler failed on a message of %r", core.queue, exc_info=True)
+            releases = core.finished_in_order(item, done, error)
+        else:
+            releases = core.finished_in_order(item, done, None)
+        if done:
+            self._settler.delete(item[:done])
+        if releases:
+            self._settler.release(releases)
 
     def _on_fatal(self, error: LeaseqError) -> None:
         log.error("consumer of %r stopped: %s", self._core.queue, error)

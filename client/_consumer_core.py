@@ -73,7 +73,25 @@ RECONNECT_CODES = frozenset(
 TRANSIENT = (Unavailable, DeadlineExceeded)
 
 Item = list[Lease]
-"""What one handler call gets: one lease (per-message mode) or a stream batch's leases."""
+"""What one handler call gets: one lease (per-message mode) or a stream batch's leases; in
+per-message mode, the messages of one group in a batch make one item, handled in order."""
+
+
+def _items(leases: list[Lease]) -> list[Item]:
+    """Per-message mode: an item per message, except that the messages of one group are one
+    item (in their order), so that no two workers run one group's messages at once."""
+    items: list[Item] = []
+    by_group: dict[str, Item] = {}
+    for lease in leases:
+        group = lease.message.group
+        if not group:
+            items.append([lease])
+        elif group in by_group:
+            by_group[group].append(lease)
+        else:
+            by_group[group] = [lease]
+            items.append(by_group[group])
+    return items
 
 
 @dataclass(frozen=True)
@@ -222,7 +240,12 @@ class Core(Generic[ClientT]):
             wake = earliest is not None and (self.wake_at is None or earliest < self.wake_at)
             if wake:
                 self.wake_at = earliest
-        return ([leases] if self.batch else [[lease] for lease in leases]), wake
+        return ([leases] if self.batch else _items(leases)), wake
+
+    def in_order(self, item: Item) -> bool:
+        """Per-message mode, several messages of one group: the handler takes them one after
+        another, in the batch's (the group's) order (see `finished_in_order`)."""
+        return not self.batch and len(item) > 1
 
     def messages_of(self, item: Item) -> Any:
         messages = [lease.message for lease in item]
@@ -259,6 +282,33 @@ class Core(Generic[ClientT]):
             # be delivered again, and its move be refused as superseded.
             self.table.settling(item, renew=True)
         return done, [(lease, REJECT, reject.reason) for lease in gone]
+
+    def finished_in_order(
+        self, item: Item, done: int, error: BaseException | None
+    ) -> list[tuple[Lease, float, str]]:
+        """A group's messages, handled in order, ended: the first `done` succeeded (the caller
+        deletes them); on an error the failed one is released as a failed message is (a
+        Reject dead-letters it), and the ones after it at once, so that the group comes back in
+        order."""
+        with self.lock:
+            self.running -= 1
+            self.counts["succeeded"] += done
+            if isinstance(error, Reject):
+                self.counts["rejected"] += 1
+                self.counts["failed"] += len(item) - done - 1
+            elif error is not None:
+                self.counts["failed"] += len(item) - done
+            self.table.settling(item[:done], renew=True)
+            self.table.settling(item[done:], renew=False)
+        if error is None:
+            return []
+        failed, *after = item[done:]
+        if isinstance(error, Reject):
+            return [(failed, REJECT, error.reason), *((lease, 0.0, "") for lease in after)]
+        return [
+            (failed, self._release_delay(failed.message, error), reason_of(error)),
+            *((lease, 0.0, "") for lease in after),
+        ]
 
     def unstarted(self, items: list[Item]) -> list[tuple[Lease, float, str]]:
         """Closing: these were never started; release them now, without a reason (nothing

@@ -446,6 +446,9 @@ class Consumer:
     def _handle(self, item: Item) -> None:
         core = self._core
         core.started(item)
+        if core.in_order(item):
+            self._handle_in_order(item)
+            return
         try:
             self._handler(core.messages_of(item))
         except Reject as reject:
@@ -464,6 +467,26 @@ class Consumer:
         else:
             core.finished(item, None)
             self._settler.delete(item)
+
+    def _handle_in_order(self, item: Item) -> None:
+        core, done = self._core, 0
+        try:
+            for lease in item:
+                self._handler(lease.message)
+                done += 1
+        except Exception as error:
+            log.warning("the handler failed on a message of %r", core.queue, exc_info=True)
+            releases = core.finished_in_order(item, done, error)
+        except BaseException as error:
+            self._settler.release(core.finished_in_order(item, done, error))
+            self._settler.delete(item[:done])
+            raise
+        else:
+            releases = core.finished_in_order(item, done, None)
+        if done:
+            self._settler.delete(item[:done])
+        if releases:
+            self._settler.release(releases)
 
     def _on_fatal(self, error: LeaseqError) -> None:
         log.error("consumer of %r stopped: %s", self._core.queue, error)

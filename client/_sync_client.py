@@ -248,7 +248,7 @@ class QueueClient:
     def send(self, queue: str, body: Body, **options: Unpack[SendOptions]) -> str:
         """Send one message; returns its message_id (the original one for a duplicate).
 
-        Options: ``attributes``, ``channel``, ``delay``, ``ttl``, ``dedup_id`` (see
+        Options: ``attributes``, ``channel``, ``delay``, ``ttl``, ``dedup_id``, ``group`` (see
         ``SendEntry``). Raises the entry's error (e.g. ``InvalidArgument`` for a body that is
         too large).
 
@@ -473,6 +473,7 @@ class QueueClient:
         dedup_id_column: str | None = "dedup_id",
         id_column: str | None = "id",
         max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+        group_column: str | None = "group",
     ) -> pa.Table:
         """Send every row of ``table`` as a message; returns one row per input row, in order
         (``SEND_RESULT_SCHEMA``: id, message_id, duplicate, error_code, error_message).
@@ -480,7 +481,7 @@ class QueueClient:
         ``body_column`` (binary or string) is required. The other columns are used when the
         table has them under their default names (or the names given; None ignores one):
         ``attributes`` (map<string, string> or a struct of strings), ``channel``,
-        ``delay``/``ttl`` (duration, or numbers of seconds), ``dedup_id``, and ``id`` (echoed
+        ``delay``/``ttl`` (duration, or numbers of seconds), ``dedup_id``, ``group``, and ``id`` (echoed
         in the result instead of the row's position). Requests are cut at 10,000 rows or
         ``max_batch_bytes``. A row that fails validation fails alone (its ``error_code``).
         If the first request fails as a whole the error is raised; if a later one does, its
@@ -508,6 +509,7 @@ class QueueClient:
                 dedup_id_column=dedup_id_column,
                 id_column=id_column,
                 max_batch_bytes=max_batch_bytes,
+                group_column=group_column,
             )
         )
 

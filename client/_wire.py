@@ -163,7 +163,18 @@ _DURATION_FIELDS = (
     "dedup_window",
 )
 _SCALAR_FIELDS = ("max_message_bytes", "dead_letter_queue", "max_delivery_count", "max_in_flight")
-CONFIG_FIELDS = (*_DURATION_FIELDS, *_SCALAR_FIELDS, "retry_policy")
+_ENUM_FIELDS: dict[str, dict[str, int]] = {
+    "ordering": {"none": pb.ORDERING_NONE, "fifo": pb.ORDERING_FIFO, "fair": pb.ORDERING_FAIR},
+    "dedup_scope": {"queue": pb.DEDUP_SCOPE_QUEUE, "group": pb.DEDUP_SCOPE_GROUP},
+}
+CONFIG_FIELDS = (
+    *_DURATION_FIELDS,
+    *_SCALAR_FIELDS,
+    "retry_policy",
+    "ordering",
+    "content_based_dedup",
+    "dedup_scope",
+)
 """The keyword arguments ``create_queue`` and ``update_queue`` accept."""
 
 
@@ -180,6 +191,11 @@ def to_queue_config(options: Mapping[str, Any]) -> pb.QueueConfig:
             getattr(config, name).CopyFrom(to_duration(value))
         elif name == "retry_policy":
             config.retry_policy.CopyFrom(to_retry_policy(value))
+        elif name in _ENUM_FIELDS:
+            numbers = _ENUM_FIELDS[name]
+            if value not in numbers:
+                raise ValueError(f"{name}: one of {', '.join(numbers)}, got {value!r}")
+            setattr(config, name, numbers[value])
         else:
             setattr(config, name, value)
     return config
@@ -222,7 +238,11 @@ def from_queue_config(config: pb.QueueConfig) -> QueueConfig:
             )
         elif config.HasField(name):
             value = getattr(config, name)
-            values[name] = to_timedelta(value) if name in _DURATION_FIELDS else value
+            if name in _ENUM_FIELDS:
+                names = {n: k for k, n in _ENUM_FIELDS[name].items()}
+                values[name] = names.get(value, getattr(defaults, name))
+            else:
+                values[name] = to_timedelta(value) if name in _DURATION_FIELDS else value
         else:
             values[name] = getattr(defaults, name)
     return QueueConfig(**values)
@@ -249,6 +269,8 @@ def from_stats(stats: pb.QueueStats) -> QueueStats:
         channels=tuple(
             ChannelStats(c.channel, c.visible, c.leased, c.delayed, c.total) for c in stats.channels
         ),
+        groups=stats.groups,
+        blocked_groups=stats.blocked_groups,
     )
 
 
@@ -274,6 +296,7 @@ def to_send_entry(entry: SendEntry | Body, index: int) -> pb.SendEntry:
         attributes=to_attributes(entry.attributes, f"entries[{index}].attributes"),
         channel=entry.channel,
         dedup_id=entry.dedup_id,
+        group=entry.group,
     )
     if entry.delay is not None:
         out.delay.CopyFrom(to_duration(entry.delay))
@@ -304,6 +327,8 @@ def from_received(message: pb.ReceivedMessage, server_time: datetime | None) -> 
         delivery_count=message.delivery_count,
         last_error=message.last_error,
         server_time=server_time,
+        group=message.group,
+        sequence=message.sequence,
     )
 
 
@@ -329,6 +354,8 @@ def from_peeked(message: pb.PeekedMessage) -> PeekedMessage:
         delivery_count=message.delivery_count,
         last_error=message.last_error,
         state=state,
+        group=message.group,
+        sequence=message.sequence,
     )
 
 

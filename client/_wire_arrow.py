@@ -201,12 +201,12 @@ def encode_send(
     queue: str, columns: Mapping[int, pa.Array], start: int, stop: int, native: bool | None = None
 ) -> bytes:
     """A ``SendMessagesRequest`` of rows start..stop-1: each entry's ``id`` is its position in
-    the request, and the other fields (by field number: 2 body, 4 channel, 7 dedup_id) come
+    the request, and the other fields (by field number: 2 body, 4 channel, 7 dedup_id, 8 group) come
     from ``columns``, string or binary arrays without nulls ("" leaves a field unset)."""
     if not _use_native(native):
         request = pb.SendMessagesRequest(queue=queue)
         values = {f: column.slice(start, stop - start).to_pylist() for f, column in columns.items()}
-        names_ = {2: "body", 4: "channel", 7: "dedup_id"}
+        names_ = {2: "body", 4: "channel", 7: "dedup_id", 8: "group"}
         for i in range(stop - start):
             request.entries.add(id=str(i), **{names_[f]: v[i] for f, v in values.items()})
         return request.SerializeToString()

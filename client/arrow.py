@@ -185,14 +185,14 @@ def _is_text(column: pa.ChunkedArray) -> bool:
 
 def _fast_columns(named: dict[str, pa.ChunkedArray | None]) -> dict[int, pa.ChunkedArray] | None:
     """The columns of the columnar send path, by SendEntry field number (2 body, 4 channel,
-    7 dedup_id), as string or binary without nulls; None when the table needs the per-row path
+    7 dedup_id, 8 group), as string or binary without nulls; None when the table needs the per-row path
     (attributes, delays or ttls in use, or a column of another type)."""
     for name in ("attributes", "delay", "ttl"):
         column = named[name]
         if column is not None and column.null_count < len(column):
             return None
     fields: dict[int, pa.ChunkedArray] = {}
-    for name, field in (("body", 2), ("channel", 4), ("dedup_id", 7)):
+    for name, field in (("body", 2), ("channel", 4), ("dedup_id", 7), ("group", 8)):
         column = named[name]
         if column is None:
             continue
@@ -275,6 +275,7 @@ def _row_requests(
         delays = values.get("delay", none)
         ttls = values.get("ttl", none)
         dedup_ids = values.get("dedup_id", none)
+        groups = values.get("group", none)
         for i in range(n):
             body = bodies[i]
             if type(body) is not bytes:
@@ -286,8 +287,9 @@ def _row_requests(
             count = row - first
             if count and (count >= MAX_ROWS or size + cost > max_bytes):
                 yield take()
+            group = "" if groups[i] is None else str(groups[i])
             entry = request.entries.add(
-                id=str(row - first), body=body, channel=channel, dedup_id=dedup_id
+                id=str(row - first), body=body, channel=channel, dedup_id=dedup_id, group=group
             )
             if attrs:
                 entry.attributes.update(attrs)
@@ -313,6 +315,7 @@ def _send_requests(
     ttl_column: str | None,
     dedup_id_column: str | None,
     id_column: str | None,
+    group_column: str | None = "group",
 ) -> Iterator[_Request]:
     """The requests of ``table`` in row order. Wire entry ids are positions in the request (a
     user's id column may repeat, which the server would refuse)."""
@@ -325,6 +328,7 @@ def _send_requests(
         "delay": _column(table, delay_column, "delay"),
         "ttl": _column(table, ttl_column, "ttl"),
         "dedup_id": _column(table, dedup_id_column, "dedup_id"),
+        "group": _column(table, group_column, "group"),
     }
     ids = _result_ids(_column(table, id_column, "id"), table.num_rows)
     fields = _fast_columns(named)
@@ -345,6 +349,7 @@ def send_arrow(
     dedup_id_column: str | None,
     id_column: str | None,
     max_batch_bytes: int,
+    group_column: str | None = "group",
 ) -> Plan[pa.Table]:
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
@@ -362,6 +367,7 @@ def send_arrow(
         ttl_column=ttl_column,
         dedup_id_column=dedup_id_column,
         id_column=id_column,
+        group_column=group_column,
     )
     parts: list[pa.RecordBatch] = []
     failure: LeaseqError | None = None

@@ -114,6 +114,9 @@ class QueueConfigOptions(TypedDict, total=False):
     max_in_flight: int | None
     dedup_window: DurationLike | None
     retry_policy: RetryPolicyLike | None
+    ordering: str | None
+    content_based_dedup: bool | None
+    dedup_scope: str | None
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ class QueueConfig:
     """A queue's effective configuration, as the server reports it.
 
     Defaults are API.md's; a field the server leaves unset reads as its default.
+    ``ordering`` is "none", "fifo" or "fair" (chosen at creation; see API.md, Message groups);
+    ``content_based_dedup`` and ``dedup_scope`` ("queue" or "group") are a FIFO queue's.
     ``dataclasses.asdict(config)`` gives keyword arguments ``create_queue`` accepts, which copies
     a queue's configuration::
 
@@ -137,6 +142,9 @@ class QueueConfig:
     max_in_flight: int = 120_000
     dedup_window: timedelta = timedelta(minutes=5)
     retry_policy: QueueRetryPolicy | None = None
+    ordering: str = "none"
+    content_based_dedup: bool = False
+    dedup_scope: str = "queue"
 
 
 @dataclass(frozen=True)
@@ -175,6 +183,8 @@ class QueueStats:
     expired_total: int
     deleted_total: int
     channels: tuple[ChannelStats, ...] = ()
+    groups: int = 0  # FIFO and FAIR queues: groups holding messages
+    blocked_groups: int = 0  # of those, the ones no receive can deliver from now
 
 
 # --- sending ---------------------------------------------------------------------------------
@@ -188,6 +198,7 @@ class SendOptions(TypedDict, total=False):
     delay: DurationLike | None
     ttl: DurationLike | None
     dedup_id: str
+    group: str
 
 
 @dataclass(frozen=True)
@@ -203,6 +214,8 @@ class SendEntry:
         dedup_id: a repeat within the queue's dedup_window enqueues nothing. Batches in which
             every entry has one are retried automatically when the server is unavailable.
         id: echoed in the entry's ``SendResult``; "" means its position in the batch.
+        group: the message group (1-128 of letters, digits and ASCII punctuation), required on
+            a FIFO queue; "" means none.
 
     Example::
 
@@ -216,6 +229,7 @@ class SendEntry:
     ttl: DurationLike | None = None
     dedup_id: str = ""
     id: str = ""
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -269,6 +283,8 @@ class Message:
     delivery_count: int
     last_error: str
     server_time: datetime | None = None
+    group: str = ""
+    sequence: int = 0  # messages with a group: increasing in send order
 
     @property
     def text(self) -> str:
@@ -290,6 +306,8 @@ class PeekedMessage:
     delivery_count: int
     last_error: str
     state: MessageState
+    group: str = ""
+    sequence: int = 0
 
     @property
     def text(self) -> str:
