@@ -58,7 +58,15 @@ def _store(value: str) -> str:
 
 
 @click.command("bench")
-@click.argument("scenario", type=click.Choice(["send", "cycle", "wake", "idle"]))
+@click.argument("scenario", type=click.Choice(["send", "cycle", "wake", "idle", "groups"]))
+@click.option(
+    "group_count",
+    "--groups",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="groups: the FIFO backlog's groups.",
+)
 @click.option(
     "--store",
     default="sqlite",
@@ -167,6 +175,7 @@ def _store(value: str) -> str:
 )
 def bench(
     scenario: str,
+    group_count: int,
     store: str,
     dsn: str,
     target: str | None,
@@ -186,7 +195,10 @@ def bench(
     plot: str | None,
 ) -> None:
     """Measure a server: SCENARIO is send, cycle (send + receive + delete), wake (long-poll wake-up
-    and lease-expiry redelivery latency) or idle (server CPU with idle follow streams).
+    and lease-expiry redelivery latency), idle (server CPU with idle follow streams) or groups
+    (against the store alone: receives of a FIFO backlog of --backlog messages, default
+    1,000,000, over --groups groups against a plain queue's, and how long a FAIR queue's
+    5-message group waits behind a 100,000-message one).
 
     Starts `leaseq serve` on a free loopback port (or drives --target) and runs the clients in
     separate processes. Prints a table, or with --json one object with msgs_per_s, p50_ms,
@@ -203,6 +215,10 @@ def bench(
     )
     store = _store(store)
     sizes = tuple(dict.fromkeys(size for group in batches for size in group)) or (100,)
+    if scenario == "groups":
+        backlog = backlog or 1_000_000
+        _bench_groups(store, dsn, backlog, group_count, sizes[0], duration, body_bytes, as_json)
+        return
     if duration <= 0:
         raise click.BadParameter("must be more than 0", param_hint="--duration")
     if max(sizes) * max(body_bytes, 1) > MAX_REQUEST_BYTES:
@@ -276,3 +292,28 @@ def bench(
         draw_plot(results, plot)
         if not as_json:
             click.echo(f"plot written to {plot}", err=True)
+
+
+def _bench_groups(
+    store: str,
+    dsn: str,
+    backlog: int,
+    groups: int,
+    batch: int,
+    duration: float,
+    body_bytes: int,
+    as_json: bool,
+) -> None:
+    """`leaseq bench groups` (bench/groups.py)."""
+    import json
+
+    from leaseq.bench.groups import run_groups
+    from leaseq.bench.launcher import store_for
+
+    with store_for(store, dsn, prefix="bench_groups") as url:
+        figures = run_groups(url, backlog, groups, batch, duration, body_bytes)
+    if as_json:
+        click.echo(json.dumps(figures))
+        return
+    for name, value in figures.items():
+        click.echo(f"{name:28} {value}")

@@ -55,6 +55,7 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
 @click.option("--delay", type=DURATION, default=None, help="Invisible for this long.")
 @click.option("--ttl", type=DURATION, default=None, help="Time to live.")
 @click.option("--dedup-id", default="", help="Deduplication id (a single BODY only).")
+@click.option("--group", default="", help="The messages' group (required on a FIFO queue).")
 @client_options
 def send(
     queue: str,
@@ -65,6 +66,7 @@ def send(
     delay: float | None,
     ttl: float | None,
     dedup_id: str,
+    group: str,
     client_args: dict[str, Any],
     as_json: bool,
 ) -> None:
@@ -96,6 +98,7 @@ def send(
             ttl=ttl,
             dedup_id=dedup_id,
             id=str(i),
+            group=group,
         )
         for i, b in enumerate(bodies)
     )

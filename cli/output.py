@@ -185,6 +185,7 @@ def print_stats(name: str, stats: QueueStats) -> None:
         f"oldest visible age {seconds_text(stats.oldest_visible_age)}, "
         f"deleted {stats.deleted_total}, expired {stats.expired_total}, "
         f"dead-lettered {stats.dead_lettered_total}"
+        + (f", groups {stats.groups} ({stats.blocked_groups} blocked)" if stats.groups else "")
     )
 
 
@@ -197,6 +198,7 @@ def print_messages(messages: Iterable[Message | PeekedMessage], *, title: str) -
     # Few columns, so that 80 characters (what a pipe gets) stay readable: channel and
     # attributes only when some message has them. --json has every field.
     with_channel = any(m.channel for m in messages)
+    with_group = any(m.group for m in messages)
     with_attributes = any(m.attributes for m in messages)
     table = Table(title=f"{len(messages)} {title}")
     table.add_column("message id", no_wrap=True)
@@ -205,6 +207,8 @@ def print_messages(messages: Iterable[Message | PeekedMessage], *, title: str) -
     table.add_column("#", justify="right")
     if with_channel:
         table.add_column("channel")
+    if with_group:
+        table.add_column("group")
     if with_attributes:
         table.add_column("attributes")
     table.add_column("body", ratio=1)  # what is left of the width
@@ -215,6 +219,8 @@ def print_messages(messages: Iterable[Message | PeekedMessage], *, title: str) -
         row.append(str(m.delivery_count))
         if with_channel:
             row.append(m.channel)
+        if with_group:
+            row.append(m.group)
         if with_attributes:
             row.append(attributes_text(m.attributes))
         row.append(body_preview(m.body))

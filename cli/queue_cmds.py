@@ -63,14 +63,48 @@ def queue_group() -> None:
 @queue_group.command("create")
 @click.argument("name")
 @config_options
+@click.option(
+    "--ordering",
+    type=click.Choice(["none", "fifo", "fair"]),
+    default=None,
+    help="Message groups: fifo (send order within a group, one group member leased at a"
+    " time) or fair (receives spread over the groups); fixed at creation.",
+)
+@click.option(
+    "--content-based-dedup",
+    is_flag=True,
+    default=False,
+    help="FIFO: a message without a dedup id is deduplicated by its body's SHA-256.",
+)
+@click.option(
+    "--dedup-scope",
+    type=click.Choice(["queue", "group"]),
+    default=None,
+    help="FIFO: dedup ids unique in the queue (default) or in each group.",
+)
 @client_options
-def create(name: str, client_args: dict[str, Any], as_json: bool, **kwargs: Any) -> None:
+def create(
+    name: str,
+    ordering: str | None,
+    content_based_dedup: bool,
+    dedup_scope: str | None,
+    client_args: dict[str, Any],
+    as_json: bool,
+    **kwargs: Any,
+) -> None:
     """Create queue NAME (a no-op if it exists with the same configuration).
 
     Durations are seconds or take a unit: 500ms, 30s, 5m, 2h, 7d.
     """
+    config = given(kwargs)
+    if ordering is not None:
+        config["ordering"] = ordering
+    if content_based_dedup:
+        config["content_based_dedup"] = True
+    if dedup_scope is not None:
+        config["dedup_scope"] = dedup_scope
     with open_client(client_args) as client:
-        queue = client.create_queue(name, **given(kwargs))
+        queue = client.create_queue(name, **config)
     _show_queue(queue, as_json)
 
 

@@ -127,6 +127,22 @@ def test_send_dedup_id(leaseq: Leaseq, queue: str) -> None:
     assert again["duplicate"] is True and again["message_id"] == first["message_id"]
 
 
+def test_fifo_queue_and_send_group(leaseq: Leaseq, queue_name: str) -> None:
+    created = leaseq.json(
+        "queue", "create", queue_name, "--ordering", "fifo", "--content-based-dedup"
+    )
+    assert created["config"]["ordering"] == "fifo" and created["config"]["content_based_dedup"]
+    leaseq.json("send", queue_name, "a1", "--group", "a")
+    leaseq.json("send", queue_name, "--group", "b", input="b1\nb2\n")
+    refused = leaseq("send", queue_name, "plain")
+    assert refused.exit_code == 1 and "group" in refused.stderr
+    peeked = leaseq.json("peek", queue_name)["messages"]
+    assert [(m["body"], m["group"]) for m in peeked] == [("a1", "a"), ("b1", "b"), ("b2", "b")]
+    assert "group" in leaseq.ok(["peek", queue_name]).stdout
+    stats = leaseq.json("queue", "stats", queue_name)
+    assert (stats["groups"], stats["blocked_groups"]) == (2, 0)
+
+
 def test_send_refused_exits_1(leaseq: Leaseq, queue_name: str) -> None:
     leaseq.ok(["queue", "create", queue_name, "--max-message-bytes", "1024"])
     result = leaseq("send", queue_name, "x" * 2000)

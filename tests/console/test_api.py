@@ -350,3 +350,16 @@ async def test_an_admin_dead_letters_a_message_now(admin, client: QueueClient):
     )
     assert (status, data["error"]["code"]) == (409, "NO_DEAD_LETTER_QUEUE")
     assert client.stats(plain).visible == 1
+
+
+async def test_the_console_shows_a_messages_group(admin, client: QueueClient):
+    name = unique("fifo")
+    client.create_queue(name, ordering="fifo")
+    client.send(name, b"paid", group="order-17")
+    _, data = await admin.call("GET", f"/api/queues/{name}/messages")
+    [shown] = data["messages"]
+    assert shown["group"] == "order-17" and shown["sequence"] > 0
+    status, detail = await admin.call("GET", f"/api/queues/{name}/messages/{shown['handle']}")
+    assert status == 200 and detail["group"] == "order-17"
+    status, data = await admin.call("GET", f"/api/queues/{name}")
+    assert status == 200 and data["stats"]["groups"] == 1

@@ -183,6 +183,8 @@ def stats_json(stats: QueueStats, with_channels: bool) -> dict[str, Any]:
         "dead_lettered_total": stats.dead_lettered_total,
         "expired_total": stats.expired_total,
         "deleted_total": stats.deleted_total,
+        "groups": stats.groups,
+        "blocked_groups": stats.blocked_groups,
     }
     if with_channels:
         out["channels"] = [
@@ -220,6 +222,8 @@ def message_json(core: QueueCore, queue: str, m: PeekedMessage, detail: bool) ->
         "message_id": m.message_id,
         "state": _state_name(m.state),
         "channel": m.channel,
+        "group": m.group,
+        "sequence": m.sequence,
         "enqueued_at": m.enqueued_at,
         "expires_at": m.expires_at,
         "visible_at": m.visible_at,
