@@ -405,6 +405,7 @@ class Receives:
                     retention=dlq.config.message_retention,
                     source=found.name,
                     keys=dead,
+                    reason=None,
                 ),
             )
             await moved_to.refresh(moved, locked=True)
