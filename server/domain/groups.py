@@ -8,14 +8,12 @@ NONE  groups are carried (receive and peek show them) and change nothing.
 FIFO  every message has a group. A group's messages are in key order (send order; a dead
       lettered or redriven message keeps its key, so it keeps its place). A group is *blocked*
       while any of its messages is leased (a live lease) or while its first message, its head,
-      is not visible (a delay); otherwise it is *ready*. A receive of room N takes up to N
-      ready groups oldest first (by `ready_at`, the instant the group became ready; then by
-      name) and from each a share (`fair_share`) of its *run*: the longest prefix of the group's
-      messages that are visible (and match the receive's channel filter); room left over goes
-      to the groups whose run goes on, round after round. Taking the heads of many groups keeps
-      a receive's messages together in the store, as a plain receive's are. The messages of
-      one group come out together and in order, a group is delivered to one receiver at a
-      time, and a
+      is not visible (a delay); otherwise it is *ready*. A receive takes ready groups oldest
+      first (by `ready_at`, the instant the group became ready; then by name) and from each its
+      *run*: the longest prefix of the group's messages that are visible (and match the
+      receive's channel filter), as far as the receive has room (SQS's rule: as many messages
+      of one group as possible). So the messages of one group come out together and in order,
+      a group is delivered to one receiver at a time, and a
       released or expired message (still the head) comes back before the rest of its group. A
       head due for dead-lettering is moved and the run goes on with the next message (the move
       unblocks the group). Each run's messages are leased together, so the leased messages of

@@ -124,6 +124,22 @@ class GroupIndex:
                 ]
                 return sorted(found, key=lambda m: (m.visible_at, m.key))
 
+        if config.ordering is Ordering.FIFO:  # each group's run as far as the room goes
+            fifo_dead: list[Any] = []
+            taken_fifo: list[Any] = []
+            total = 0
+            for group in chosen:
+                for m in runs(group):
+                    if exhausted(m):
+                        fifo_dead.append(m)
+                        continue
+                    taken_fifo.append(m)
+                    total += message_size(m.body, m.attributes)
+                    if len(taken_fifo) >= room or bytes_reached(total, max_bytes):
+                        break
+                if len(taken_fifo) >= room or bytes_reached(total, max_bytes):
+                    break
+            return [*fifo_dead, *taken_fifo]
         lists = {group: runs(group) for group in chosen}
         taken: dict[str, list[_M]] = {group: [] for group in chosen}
         position = dict.fromkeys(chosen, 0)

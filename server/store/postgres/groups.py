@@ -189,48 +189,44 @@ class Groups:
     async def _fifo(
         self, limit: int, channel_filter: str, max_bytes: int | None, dead_letters: bool
     ) -> tuple[list[int], list[str], list[int], list[str]]:
-        """As the SQLite store's: up to `limit` ready groups (locked), oldest first; each gives
-        a share of its run, round after round (domain.groups, FIFO)."""
+        """As the SQLite store's: the ready groups (locked) oldest first, each giving its run
+        as far as the room goes (domain.groups, FIFO)."""
         now = self.tx.now
         chosen = [
             row[0]
             for row in await self.tx.rows(_FIFO_GROUPS_SQL, self.tx.p(self.found, limit=limit))
         ]
-        taken: dict[str, list[int]] = {name: [] for name in chosen}
-        after: dict[str, int] = dict.fromkeys(chosen, 0)
+        keys: list[int] = []
         served: list[str] = []
         dead: list[int] = []
-        count = size = 0
-        open_ = list(chosen)
-        while open_ and count < limit and not bytes_reached(size, max_bytes):
-            share = rules.fair_share(limit - count, len(open_))
-            more: list[str] = []
-            for name in open_:
+        size = 0
+        for name in chosen:
+            after = 0
+            while len(keys) < limit and not bytes_reached(size, max_bytes):
+                want = limit - len(keys)
                 rows = await self.tx.rows(
-                    _MEMBERS_SQL, self.tx.p(self.found, name=name, after=after[name], limit=share)
+                    _MEMBERS_SQL, self.tx.p(self.found, name=name, after=after, limit=want)
                 )
-                ended = len(rows) < share
+                ended = len(rows) < want
                 for key, visible_at, _, delivery_count, channel, row_size in rows:
                     if visible_at > now or not channel_matches(channel, channel_filter):
                         ended = True  # the run ends here
                         break
-                    after[name] = key
+                    after = key
                     if name not in served:
                         served.append(name)
                     if self._exhausted(delivery_count, dead_letters):
                         dead.append(key)
                         continue
-                    taken[name].append(key)
-                    count += 1
+                    keys.append(key)
                     size += row_size
-                    if count >= limit or bytes_reached(size, max_bytes):
+                    if len(keys) >= limit or bytes_reached(size, max_bytes):
                         break
-                if count >= limit or bytes_reached(size, max_bytes):
+                if ended:
                     break
-                if not ended:
-                    more.append(name)
-            open_ = more
-        return [key for name in chosen for key in taken[name]], served, dead, chosen
+            if len(keys) >= limit or bytes_reached(size, max_bytes):
+                break
+        return keys, served, dead, chosen
 
     async def _fair(
         self, limit: int, channel_filter: str, max_bytes: int | None, dead_letters: bool

@@ -39,15 +39,6 @@ _MANY_MEMBERS_SQL = (
     f" WHERE queue = ?1 AND grp = g.value ORDER BY key LIMIT {_MEMBERS_AHEAD})"
     " ORDER BY g.key, m.key"
 )
-# Each group's next ?3 messages after its cursor, for the runs of one round of a FIFO pick:
-# ?2 is a JSON array of [group, after key]; (position, CANDIDATE_COLUMNS, channel).
-_MANY_RUNS_SQL = (
-    "SELECT g.key, m.key, m.visible_at, m.delivery_count, m.enqueued_at,"
-    " length(m.body) + coalesce(length(m.attributes), 0), m.channel FROM json_each(?2) AS g"
-    " JOIN messages AS m ON m.key IN (SELECT key FROM messages INDEXED BY messages_group"
-    " WHERE queue = ?1 AND grp = g.value ->> 0 AND key > g.value ->> 1 ORDER BY key LIMIT ?3)"
-    " ORDER BY g.key, m.key"
-)
 _SET_READY_SQL = (
     "INSERT INTO groups (queue, name, ready_at) VALUES (?, ?, ?)"
     " ON CONFLICT (queue, name) DO UPDATE SET ready_at = excluded.ready_at"
@@ -232,50 +223,42 @@ class Groups:
     def _fifo(
         self, limit: int, channel_filter: str, max_bytes: int | None, dead_letters: bool
     ) -> tuple[list[int], list[str], list[_Candidate]]:
-        """Up to `limit` ready groups, oldest first; each gives a share of its run, and the
-        groups whose run goes on share what room is left, round after round
+        """The ready groups oldest first, each giving its run as far as the room goes
         (domain.groups, FIFO)."""
         conn, queue_id, now = self.tx.conn, self.found.id, self.tx.now
         chosen = [name for name, _ in conn.execute(_FIFO_GROUPS_SQL, (queue_id, now, limit))]
-        taken: dict[str, list[int]] = {name: [] for name in chosen}
-        after: dict[str, int] = dict.fromkeys(chosen, 0)
+        keys: list[int] = []
         served: list[str] = []
         dead: list[_Candidate] = []
-        count = size = 0
-        open_ = list(chosen)
-        while open_ and count < limit and not bytes_reached(size, max_bytes):
-            share = rules.fair_share(limit - count, len(open_))
-            more: list[str] = []
-            batched: dict[int, list[tuple[Any, ...]]] = {}
-            cursors = json.dumps([[name, after[name]] for name in open_])
-            for position, *row in conn.execute(_MANY_RUNS_SQL, (queue_id, cursors, share)):
-                batched.setdefault(position, []).append(tuple(row))
-            for position, name in enumerate(open_):
-                rows = batched.get(position, [])
-                ended = len(rows) < share
+        size = 0
+        self._delivered_groups = set()
+        for name in chosen:
+            after = 0
+            while len(keys) < limit and not bytes_reached(size, max_bytes):
+                want = limit - len(keys)
+                rows = conn.execute(_RUN_SQL, (queue_id, name, after, want)).fetchall()
+                ended = len(rows) < want
                 for row in rows:
                     candidate = _Candidate(*row[:5])
                     if candidate.visible_at > now or not channel_matches(row[5], channel_filter):
                         ended = True  # the run ends here
                         break
-                    after[name] = candidate.key
+                    after = candidate.key
                     if name not in served:
                         served.append(name)
                     if self._exhausted(candidate, dead_letters):
                         dead.append(candidate)
                         continue
-                    taken[name].append(candidate.key)
-                    count += 1
+                    keys.append(candidate.key)
+                    self._delivered_groups.add(name)
                     size += candidate.size
-                    if count >= limit or bytes_reached(size, max_bytes):
+                    if len(keys) >= limit or bytes_reached(size, max_bytes):
                         break
-                if count >= limit or bytes_reached(size, max_bytes):
+                if ended:
                     break
-                if not ended:
-                    more.append(name)
-            open_ = more
-        self._delivered_groups = {name for name in chosen if taken[name]}
-        return [key for name in chosen for key in taken[name]], served, dead
+            if len(keys) >= limit or bytes_reached(size, max_bytes):
+                break
+        return keys, served, dead
 
     def _fair(
         self, limit: int, channel_filter: str, max_bytes: int | None, dead_letters: bool
