@@ -1,7 +1,7 @@
 """SQS FIFO queues and MessageGroupId through boto3, against a real server: order and blocking per
 group, deduplication (explicit, content-based, per group), ReceiveRequestAttemptId, the FIFO
-system attributes, dead-lettering, and SQS's FIFO errors. On SQLite only for now: the PostgreSQL
-store refuses grouped queues until it delivers by group."""
+system attributes, dead-lettering, SQS's FIFO errors, and MessageGroupId on standard queues as
+fair queues."""
 
 from __future__ import annotations
 
@@ -10,14 +10,7 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.support import http_frontend
-
-from .conftest import FAULT, unique
-
-
-@pytest.fixture(scope="module", params=["sqlite"])
-def sqs_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    yield from http_frontend.per_store(request, tmp_path_factory, "--sqs-listen", FAULT)
+from .conftest import unique
 
 
 def error_code(excinfo: pytest.ExceptionInfo[ClientError]) -> str:
@@ -222,3 +215,22 @@ def test_dead_letter_queues_of_fifo_queues(sqs):
     assert bodies(receive(sqs, source)) == ["next"]
     got = receive(sqs, dlq, AttributeNames=["MessageGroupId"])
     assert bodies(got) == ["poison"] and got[0]["Attributes"]["MessageGroupId"] == "g"
+
+
+def test_message_group_id_on_a_standard_queue_makes_it_fair(sqs):
+    url = sqs.create_queue(QueueName=unique())["QueueUrl"]
+    for start in range(0, 40, 10):
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(i), "MessageBody": f"noisy{i}", "MessageGroupId": "noisy"}
+                for i in range(start, start + 10)
+            ],
+        )
+    for i in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody=f"quiet{i}", MessageGroupId="quiet")
+    # The quiet tenant's messages, sent after 40 of the noisy one's, come in the first receive.
+    got = receive(sqs, url, 10, MessageSystemAttributeNames=["MessageGroupId"])
+    assert sorted(b for b in bodies(got) if b.startswith("quiet")) == ["quiet0", "quiet1", "quiet2"]
+    assert {m["Attributes"]["MessageGroupId"] for m in got} == {"noisy", "quiet"}
+    assert "SequenceNumber" not in got[0]["Attributes"]  # FIFO queues only

@@ -21,8 +21,8 @@ dedup_scope; NewMessage.group; DeliveredMessage.group and .sequence) and its rec
   a received message has the system attributes MessageGroupId, MessageDeduplicationId and
   SequenceNumber;
 - MessageGroupId on a standard queue puts the message in that group (a fair queue when the
-  queue is FAIR; standard queues made through SQS are not yet, see STANDARD_ORDERING);
-  MessageDeduplicationId stays FIFO only.
+  queue was made through SQS: receives spread over the groups); MessageDeduplicationId stays
+  FIFO only.
 """
 
 from __future__ import annotations
@@ -44,9 +44,7 @@ from .errors import (
 
 SUFFIX = ".fifo"
 DEDUP_INTERVAL = 300.0  # seconds: SQS's deduplication interval
-# A standard queue made through SQS. FAIR (MessageGroupId making it a fair queue) once every store
-# delivers by group: the PostgreSQL store refuses grouped queues until then.
-STANDARD_ORDERING = Ordering.NONE
+STANDARD_ORDERING = Ordering.FAIR  # a standard queue made through SQS: MessageGroupId is fair
 _ID = re.compile(r"[\x21-\x7e]{1,128}")  # letters, digits and ASCII punctuation (domain.limits)
 ATTRIBUTES = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
 THROUGHPUT = "FifoThroughputLimit"  # the one stored (queue_attributes.STATE), not in the config
