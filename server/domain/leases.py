@@ -306,20 +306,7 @@ def apply_deletes(
     """DeleteMessages by receipt over loaded rows: each entry's result, in order, and the keys to
     delete. A deleted message leaves a tombstone that later entries of the request see, as a
     retry would."""
-    results: list[LeaseResult] = []
-    deleted: list[int] = []
-    for text, receipt in zip(receipts, decoded):
-        if receipt is None:
-            results.append(LeaseResult(text, LeaseStatus.INVALID_RECEIPT))
-            continue
-        key, seq = receipt
-        status = fence_lease(leases_by_key.get(key), tombstones.get(key), seq, now)
-        if status is None:
-            del leases_by_key[key]
-            tombstones[key] = Tombstone(seq, now)
-            deleted.append(key)
-        results.append(lease_result(text, status or LeaseStatus.OK, key))
-    return results, deleted
+    return _remove_current(receipts, decoded, leases_by_key, tombstones, now, leave_tombstone=True)
 
 
 def apply_dead_letters(
@@ -333,8 +320,22 @@ def apply_dead_letters(
     apply_deletes: the current receipt moves its message whatever the lease state), and the keys
     to move to the dead letter queue. A moved message is gone from the queue for later entries
     (MESSAGE_NOT_FOUND, as for a receive's move)."""
+    return _remove_current(receipts, decoded, leases_by_key, tombstones, now, leave_tombstone=False)
+
+
+def _remove_current(
+    receipts: Sequence[str],
+    decoded: Decoded,
+    leases_by_key: dict[int, Lease],
+    tombstones: dict[int, Tombstone],
+    now: float,
+    leave_tombstone: bool,
+) -> tuple[list[LeaseResult], list[int]]:
+    """The fencing shared by deletes and dead-letter moves: each receipt's result, in order, and
+    the keys whose current receipt it was, removed from leases_by_key (and, for a delete,
+    given a tombstone) so that later entries of the request see them gone."""
     results: list[LeaseResult] = []
-    moved: list[int] = []
+    removed: list[int] = []
     for text, receipt in zip(receipts, decoded):
         if receipt is None:
             results.append(LeaseResult(text, LeaseStatus.INVALID_RECEIPT))
@@ -343,9 +344,11 @@ def apply_dead_letters(
         status = fence_lease(leases_by_key.get(key), tombstones.get(key), seq, now)
         if status is None:
             del leases_by_key[key]
-            moved.append(key)
+            if leave_tombstone:
+                tombstones[key] = Tombstone(seq, now)
+            removed.append(key)
         results.append(lease_result(text, status or LeaseStatus.OK, key))
-    return results, moved
+    return results, removed
 
 
 def updated_message(
