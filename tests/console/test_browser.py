@@ -5,6 +5,7 @@ Every wait is on page content (Playwright's expect), never a sleep."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -145,6 +146,10 @@ def test_an_admin_dead_letters_a_message_from_its_page(page, client):
     expect(page.locator("#message-fields")).to_contain_text("lease ends in")
     page.locator("button.dead-letter").click()
     confirm(page)
+    # Done once the page has gone back to its queue (the action's own navigation, which would
+    # otherwise land after the goto below).
+    expect(page.get_by_role("status")).to_contain_text("Dead-lettered")
+    expect(page).to_have_url(re.compile(rf"#/q/{queue}$"))
     page.goto(f"/#/q/{dlq}")
     expect(page.locator(f'#messages tr[data-id="{held.message_id}"]')).to_be_visible()
     [dead] = client.peek(dlq)
