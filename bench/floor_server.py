@@ -310,12 +310,17 @@ class _FloorHandlers(grpc.GenericRpcHandler):
         asked = pb.GetMessagesRequest.FromString(request)
         wanted = asked.max_messages or 1
         deadline = time.monotonic() + asked.wait_time.seconds + asked.wait_time.nanos / 1e9
+        # A send that lands while a lease is being read sets the event before anyone waits:
+        # the count of sends seen before each read tells the loop to read again at once.
+        seen = self.sent_total
         leased = await self.store.lease(wanted)
         while not leased and time.monotonic() < deadline:
-            try:
-                await asyncio.wait_for(self.sent.wait(), deadline - time.monotonic())
-            except TimeoutError:
-                break
+            if self.sent_total == seen:
+                try:
+                    await asyncio.wait_for(self.sent.wait(), deadline - time.monotonic())
+                except TimeoutError:
+                    break
+            seen = self.sent_total
             leased = await self.store.lease(wanted)
         yield pb.GetMessagesResponse(
             messages=[
